@@ -6,6 +6,7 @@
 #include <tl/expected.hpp>
 
 #include <string>
+#include <utility>
 
 namespace pathkeeper {
 
@@ -20,3 +21,13 @@ inline tl::unexpected<std::string> fail(std::string message) {
 }
 
 } // namespace pathkeeper
+
+/// Binds @p var to the value of an Expected expression, or returns its error
+/// from the enclosing function (which must return an Expected with a string
+/// error). C++ has no '?' operator; this keeps parsers linear.
+#define PK_TRY(var, expr)                                                                          \
+  auto var##_result = (expr);                                                                      \
+  if (!var##_result) {                                                                             \
+    return ::pathkeeper::fail(std::move(var##_result).error());                                    \
+  }                                                                                                \
+  auto var = *std::move(var##_result)

@@ -183,11 +183,10 @@ unsigned tableArgsPerPath(SelectorKind kind) {
   switch (kind) {
   case SelectorKind::RoundRobin:
   case SelectorKind::QueueLength:
+  case SelectorKind::HistoricalServiceTime:
     return 1; // repeat_count
   case SelectorKind::ServiceTime:
     return 2; // repeat_count relative_throughput
-  case SelectorKind::HistoricalServiceTime:
-    return 0;
   }
   return 0;
 }
@@ -201,7 +200,7 @@ unsigned statusArgsPerPath(SelectorKind kind) {
   case SelectorKind::ServiceTime:
     return 2; // in-flight size, relative_throughput
   case SelectorKind::HistoricalServiceTime:
-    return 1;
+    return 3; // historical service time, outstanding, stale_after
   }
   return 0;
 }
