@@ -1,0 +1,60 @@
+#pragma once
+
+// From an inventory of paths and a configuration to the maps pathkeeper
+// would build: the pure core of `pathkeeperctl plan` and of the daemon's
+// reconciler. The equivalent of `multipath -d -v2`.
+
+#include "config.hpp"
+#include "model.hpp"
+#include "names.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pathkeeper::selector {
+
+/// @brief One map pathkeeper would build, with the reasons behind it.
+struct PlannedMap {
+  MapSpec spec;
+  std::string controller; ///< the controller label(s) behind the map
+  std::string table;      ///< the exact dm table line
+  std::string hwHandlerReason;
+  std::vector<std::string> notes; ///< decisions worth telling an admin
+};
+
+/// @brief A path left out of every map, and why.
+struct SkippedPath {
+  std::string device;
+  std::string wwid;
+  std::string reason;
+};
+
+/// @brief Everything the planner decided.
+struct Plan {
+  std::vector<PlannedMap> maps; ///< sorted by alias
+  std::vector<SkippedPath> skipped;
+  std::vector<std::string> warnings; ///< conflicts the admin must resolve
+  Bindings bindings;                 ///< with any newly allocated aliases
+  bool bindingsChanged = false;
+};
+
+/// @brief The controller a Cisco MDS dynamic-mapping target name points at:
+/// the FC pWWN at the end of "iqn.1987-05.com.cisco:05.<switch>.<slot-port>.<pwwn>",
+/// lowercased. The MDS gives each portal its own IQN for the same FC port, so
+/// the pWWN, not the IQN, identifies the controller.
+std::optional<std::string> mdsControllerFromIqn(std::string_view iqn);
+
+/// @brief Labels each path's controller: the first matching [[controller]]
+/// rule, else the MDS pWWN; leaves ALUA target port groups to the grouping.
+/// @return the alias each labelled path's rule asks for, indexed like @p paths.
+std::vector<std::optional<std::string>> labelControllers(std::vector<Path> &paths,
+                                                         const Config &config);
+
+/// @brief Plans every map for @p paths. Paths are keyed by WWID; a WWID that
+/// two different controllers report is refused (merging two LUNs that merely
+/// share an identifier would corrupt data), and so are paths whose size
+/// disagrees with the rest of their LUN.
+Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings = {});
+
+} // namespace pathkeeper::selector

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# pathkeeperctl plan, end to end on the sample xserve inventory: the real
+# binary, the real config loader, checked through its JSON interface.
+# usage: plan_cli_test.sh PATHKEEPERCTL SOURCE_DIR
+set -euo pipefail
+ctl=$1 src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passes=0 failures=0
+check() { # check DESCRIPTION COMMAND...
+  if "${@:2}"; then
+    echo "ok: $1"
+    passes=$((passes + 1))
+  else
+    echo "FAIL: $1"
+    failures=$((failures + 1))
+  fi
+}
+
+"$ctl" plan --inventory "$src/tests/data/inventory/xserve.toml" --config "$src/tests/data/config/xserve.conf" \
+  --config-dir "$work/none" --bindings "$work/bindings" --json >"$work/plan.json"
+j() { jq -r "$1" "$work/plan.json"; }
+check "schema is 1" test "$(j .schema)" = 1
+check "two maps" test "$(j '.maps | length')" = 2
+check "aliases are the controller rules'" test "$(j '[.maps[].alias] | join(",")')" = "xserve-lower,xserve-upper"
+check "controller labels despite per-portal IQNs" test "$(j '[.maps[].controller] | join(",")')" = "lower,upper"
+check "one group per map (Xserve is multibus)" test "$(j '[.maps[].groups | length] | join(",")')" = "1,1"
+check "each map has one path through each portal" \
+  test "$(j '[.maps[1].groups[0].paths[].portal] | join(",")')" = "10.10.1.20:3260,1,10.10.1.21:3260,1"
+check "exact table for xserve-upper" \
+  test "$(j '.maps[1].table')" = "0 524288 multipath 1 queue_if_no_path 0 1 1 service-time 0 2 2 8:0 1 1 8:16 1 1"
+check "DM UUID is mpath-<wwid>" test "$(j '.maps[1].dm_uuid')" = "mpath-$(j '.maps[1].wwid')"
+check "no warnings" test "$(j '.warnings | length')" = 0
+check "plan does not write the bindings file" test ! -e "$work/bindings"
+
+"$ctl" plan --inventory "$src/tests/data/inventory/xserve.toml" --config "$work/none.conf" \
+  --config-dir "$work/none" --bindings "$work/bindings" >"$work/plan.txt"
+check "human output lists user-friendly names without rules" grep -q '^mpatha ' "$work/plan.txt"
+check "human output shows the table" grep -q '^table: 0 524288 multipath' "$work/plan.txt"
+
+printf '[[path]]\ndevice = "sdb"\ndevt = "nope"\n' >"$work/bad.toml"
+set +e
+"$ctl" plan --inventory "$work/bad.toml" --config "$work/none.conf" --config-dir "$work/none" 2>"$work/err"
+rc=$?
+set -e
+check "bad inventory exits 1" test "$rc" = 1
+check "error names file, line and key" grep -q "bad.toml:3:.*path\[1\].devt" "$work/err"
+
+set +e
+"$ctl" plan --frobnicate >/dev/null 2>&1
+rc=$?
+set -e
+check "bad usage exits 2" test "$rc" = 2
+
+echo "$passes passed, $failures failed"
+((failures == 0))
