@@ -1,0 +1,181 @@
+# xserve: the seed's setup. An Apple Xserve RAID with two independent
+# controllers, `upper` and `lower`, each owning one LUN, behind a Cisco MDS
+# iSCSI gateway with two portals. The MDS names each (portal, FC target port)
+# pair as its own target, so each controller shows up under two IQNs.
+# The initiator has eth1 and eth2 on one /24, one iscsiadm iface per NIC:
+# iface0/eth1 -> portal 10.10.1.20, iface1/eth2 -> 10.10.1.21; 4 sessions.
+#
+# args: routing=policy|host32|none (default policy)
+#       smoke    dm-multipath by hand: I/O, cut eth1, failover, restore
+#       failed   cut eth1 and leave its sessions FAILED (for a capture)
+
+XS_SWITCH=mds-gw
+declare -A XS_PWWN=([upper]=5000393000a1b001 [lower]=5000393000a1b002)
+declare -A XS_SERIAL=([upper]=0393a1b00100 [lower]=0393a1b00200)
+declare -A XS_SLOTPORT=([10.10.1.20]=02-01 [10.10.1.21]=02-02)
+declare -A XS_IFACE=([10.10.1.20]=iface0 [10.10.1.21]=iface1)
+XS_LUN_MB=256
+
+# xs_iqn CONTROLLER PORTAL: the MDS dynamic-mapping target name.
+xs_iqn() { echo "iqn.1987-05.com.cisco:05.$XS_SWITCH.${XS_SLOTPORT[$2]}.${XS_PWWN[$1]}"; }
+
+# The array and the gateway, in the target namespace.
+xs_target() {
+    tgt_init
+    local c p
+    for c in upper lower; do
+        tgt_backstore "xserve_$c" "$XS_LUN_MB" "${XS_SERIAL[$c]}" APPLE "Xserve RAID" 1.50
+        for p in "${NET_PORTALS[@]}"; do
+            tgt_target "$(xs_iqn "$c" "$p")" "$p"
+            tgt_lun "$(xs_iqn "$c" "$p")" 0 "xserve_$c"
+            tgt_enable "$(xs_iqn "$c" "$p")"
+        done
+    done
+    tgt_show
+}
+
+# xs_login IFACE_FOR_PORTAL...: 2 controllers x 2 portals.
+xs_login_all() {
+    local c p
+    for c in upper lower; do
+        for p in "${NET_PORTALS[@]}"; do
+            ini_login "$(xs_iqn "$c" "$p")" "$p" "${1:-${XS_IFACE[$p]}}"
+        done
+    done
+}
+
+xs_arg() {  # xs_arg NAME DEFAULT ARGS...: value of NAME=... in the args
+    local name=$1 def=$2 a; shift 2
+    for a; do [[ $a == "$name="* ]] && { echo "${a#*=}"; return; }; done
+    echo "$def"
+}
+
+scenario_setup() {
+    net_setup_two_nics "$(xs_arg routing policy "$@")"
+    lab_check "both portals answer ping" net_ping_portals
+    xs_target
+    ini_setup
+    ini_iface iface0 eth1
+    ini_iface iface1 eth2
+    xs_login_all
+    ini_wait_paths 4
+}
+
+# The basic checks every xserve boot makes.
+xs_check_basics() {
+    local paths
+    paths=$(ini_paths)
+    printf '%s\n' "$paths" | lab_save xserve-paths.txt
+    lab_check "4 iSCSI sessions" test "$(ini_session_count)" -eq 4
+    lab_check "4 sessions LOGGED_IN" test "$(ini_sessions_in_state LOGGED_IN)" -eq 4
+    lab_check "4 sd devices" test "$(printf '%s\n' "$paths" | grep -c '^sd')" -eq 4
+    lab_check "2 distinct WWIDs" test "$(printf '%s\n' "$paths" | awk '{print $7}' | sort -u | wc -l)" -eq 2
+    lab_check "4 distinct target names" test "$(printf '%s\n' "$paths" | awk '{print $4}' | sort -u | wc -l)" -eq 4
+    local sd
+    for sd in $(printf '%s\n' "$paths" | awk '{print $1}'); do
+        lab_check "$sd is APPLE Xserve RAID" \
+            test "$(xargs </sys/block/$sd/device/vendor)/$(xargs </sys/block/$sd/device/model)" = "APPLE/Xserve RAID"
+    done
+    # Each controller's LUN: one WWID, reached through both portals.
+    local c
+    for c in upper lower; do
+        lab_check "$c: one WWID through both portals" \
+            test "$(printf '%s\n' "$paths" | awk -v w="${XS_PWWN[$c]}" 'index($4, w) {print $7}' | sort -u | wc -l)" -eq 1
+    done
+}
+
+scenario_run() {
+    xs_check_basics
+    local a
+    for a; do
+        case $a in
+        smoke) xs_smoke ;;
+        failed) xs_failed ;;
+        esac
+    done
+}
+
+# Leaves eth1 down and its two sessions FAILED.
+xs_failed() {
+    lab_step "failed: cut eth1 until its sessions are FAILED"
+    fault_link_cut eth1
+    lab_wait 60 "2 sessions FAILED" test "$(ini_sessions_in_state FAILED)" -eq 2
+    lab_check "2 sessions still LOGGED_IN" test "$(ini_sessions_in_state LOGGED_IN)" -eq 2
+    ini_paths
+}
+
+# --- smoke: dm-multipath by hand ------------------------------------------
+
+XS_MAP=xs-upper
+
+dm_path_state() {  # dm_path_state MAP MAJ:MIN -> A or F
+    dmsetup status "$1" | awk -v d="$2" '{ for (i = 1; i < NF; i++) if ($i == d) { print $(i + 1); exit } }'
+}
+
+xs_io_check() {  # xs_io_check PATTERN OFFSET_MB: read back and compare sha256
+    local pat=$1 off=$2 mb want got
+    mb=$(($(stat -c %s "$pat") / 1048576))
+    want=$(sha256sum <"$pat" | cut -d' ' -f1)
+    got=$(dd if="/dev/mapper/$XS_MAP" bs=1M skip="$off" count="$mb" iflag=direct status=none | sha256sum | cut -d' ' -f1)
+    lab_log "sha256 want $want got $got"
+    [[ $want == "$got" ]]
+}
+
+xs_smoke() {
+    lab_step "smoke 1: one multipath map by hand (round-robin, both paths of upper)"
+    local sd_a sd_b dev_a dev_b size wwid
+    sd_a=$(ini_sdev_for "${XS_PWWN[upper]}" 10.10.1.20)
+    sd_b=$(ini_sdev_for "${XS_PWWN[upper]}" 10.10.1.21)
+    lab_check "upper has a path via each portal ($sd_a, $sd_b)" test -n "$sd_a" -a -n "$sd_b" -a "$sd_a" != "$sd_b"
+    dev_a=$(cat "/sys/block/$sd_a/dev")
+    dev_b=$(cat "/sys/block/$sd_b/dev")
+    wwid=$(cat "/sys/block/$sd_a/device/wwid")
+    lab_check "both paths have the same WWID ($wwid)" test "$wwid" = "$(cat "/sys/block/$sd_b/device/wwid")"
+    size=$(blockdev --getsz "/dev/$sd_a")
+    local table="0 $size multipath 0 0 1 1 round-robin 0 2 1 $dev_a 1 $dev_b 1"
+    lab_log "table: $table"
+    lab_check "dmsetup create $XS_MAP" dmsetup create "$XS_MAP" --table "$table"
+    udevadm settle --timeout=20 || true
+    [[ -b /dev/mapper/$XS_MAP ]] || dmsetup mknodes "$XS_MAP"
+    lab_check "/dev/mapper/$XS_MAP exists" test -b "/dev/mapper/$XS_MAP"
+    dmsetup table "$XS_MAP"
+    dmsetup status "$XS_MAP"
+    lab_check "both paths active" test "$(dm_path_state "$XS_MAP" "$dev_a")$(dm_path_state "$XS_MAP" "$dev_b")" = AA
+
+    lab_step "smoke 2: checksummed I/O through the map"
+    dd if=/dev/urandom of="$LAB_RUN/pattern1" bs=1M count=32 status=none
+    local t0=$SECONDS
+    lab_check "write 32 MiB" dd if="$LAB_RUN/pattern1" of="/dev/mapper/$XS_MAP" bs=1M oflag=direct conv=fsync status=none
+    lab_check "read back 32 MiB, sha256 matches" xs_io_check "$LAB_RUN/pattern1" 0
+    lab_log "write+read of 32 MiB took $((SECONDS - t0))s"
+
+    lab_step "smoke 3: cut eth1 while I/O runs"
+    dd if=/dev/urandom of="$LAB_RUN/pattern2" bs=1M count=64 status=none
+    dd if="$LAB_RUN/pattern2" of="/dev/mapper/$XS_MAP" bs=256k seek=256 oflag=direct conv=fsync status=none &
+    local io=$!
+    sleep 2
+    lab_check "I/O still running when eth1 is cut" kill -0 "$io"
+    fault_link_cut eth1
+    local io_rc=0
+    wait "$io" || io_rc=$?
+    lab_check "the write completed despite the cut (dd exit $io_rc)" test "$io_rc" -eq 0
+    # seek=256 blocks of 256 KiB: the pattern sits at 64 MiB.
+    lab_check "data written during the cut reads back intact" xs_io_check "$LAB_RUN/pattern2" 64
+    dmsetup status "$XS_MAP"
+    lab_check "path $sd_a ($dev_a) shows F in dmsetup status" test "$(dm_path_state "$XS_MAP" "$dev_a")" = F
+    lab_check "path $sd_b ($dev_b) is still A" test "$(dm_path_state "$XS_MAP" "$dev_b")" = A
+    lab_check "the sessions via eth1 are FAILED" test "$(ini_sessions_in_state FAILED)" -eq 2
+
+    lab_step "smoke 4: restore eth1, wait for LOGGED_IN, reinstate the path"
+    fault_link_restore eth1
+    lab_wait 90 "4 sessions LOGGED_IN again" test "$(ini_sessions_in_state LOGGED_IN)" -eq 4
+    lab_wait 30 "$sd_a running again" grep -qx running "/sys/block/$sd_a/device/state"
+    lab_check "reinstate_path $dev_a" dmsetup message "$XS_MAP" 0 reinstate_path "$dev_a"
+    dmsetup status "$XS_MAP"
+    lab_check "path $sd_a is A again" test "$(dm_path_state "$XS_MAP" "$dev_a")" = A
+    # Read through both paths again (round-robin alternates).
+    lab_check "after failback, data reads back intact" xs_io_check "$LAB_RUN/pattern1" 0
+    lab_check "both paths still A after I/O" test "$(dm_path_state "$XS_MAP" "$dev_a")$(dm_path_state "$XS_MAP" "$dev_b")" = AA
+    dmsetup status "$XS_MAP" | lab_save smoke-dmsetup-status.txt
+    lab_check "dmsetup remove $XS_MAP" dmsetup remove "$XS_MAP"
+}
