@@ -3,6 +3,7 @@
 
 #include "config_files.hpp"
 #include "inventory_file.hpp"
+#include "kernel_caps.hpp"
 #include "names.hpp"
 #include "plan.hpp"
 #include "plan_output.hpp"
@@ -88,7 +89,8 @@ int runPlan(const PlanOptions &options) {
       std::cerr << "pathkeeperctl: warning: " << warning << "\n";
     }
   }
-  auto plan = selector::planMaps(std::move(*paths), *config, std::move(bindings));
+  auto plan = selector::planMaps(std::move(*paths), *config, std::move(bindings),
+                                 daemon::probeKernel({}));
   std::cout << (options.json ? ctl::planToJson(plan) : ctl::planToText(plan));
   return 0;
 }

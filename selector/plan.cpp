@@ -88,7 +88,8 @@ std::vector<std::optional<std::string>> labelControllers(std::vector<Path> &path
   return aliases;
 }
 
-Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings) {
+Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings,
+              KernelCapabilities kernel) {
   Plan plan;
   plan.bindings = std::move(bindings);
   auto ruleAliases = labelControllers(paths, config);
@@ -221,10 +222,15 @@ Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings) 
     }
 
     spec.selector = policy.selector;
+    if (spec.selector == SelectorKind::HistoricalServiceTime && !kernel.historicalServiceTime) {
+      spec.selector = SelectorKind::ServiceTime;
+      planned.notes.emplace_back("historical-service-time is not offered by this kernel; "
+                                 "using service-time");
+    }
     spec.groups = groupPaths(std::move(usable), policy.grouping);
     spec.initialGroup = spec.groups.empty() ? 0 : 1;
     planned.notes.push_back("grouping " + std::string(toString(policy.grouping)) + ", selector " +
-                            std::string(toString(policy.selector)));
+                            std::string(toString(spec.selector)));
 
     auto table = renderDmTable(spec);
     if (!table) {

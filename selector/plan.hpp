@@ -51,10 +51,20 @@ std::optional<std::string> mdsControllerFromIqn(std::string_view iqn);
 std::vector<std::optional<std::string>> labelControllers(std::vector<Path> &paths,
                                                          const Config &config);
 
+/// @brief What the running kernel offers that the plan depends on.
+struct KernelCapabilities {
+  /// dm-historical-service-time exists only in kernels >= 5.12 built with
+  /// CONFIG_DM_MULTIPATH_HST; without it a table naming it fails to load.
+  bool historicalServiceTime = false;
+};
+
 /// @brief Plans every map for @p paths. Paths are keyed by WWID; a WWID that
 /// two different controllers report is refused (merging two LUNs that merely
 /// share an identifier would corrupt data), and so are paths whose size
 /// disagrees with the rest of their LUN.
-Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings = {});
+/// A configured historical-service-time falls back to service-time, with a
+/// note, when @p kernel lacks it.
+Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings = {},
+              KernelCapabilities kernel = {});
 
 } // namespace pathkeeper::selector

@@ -174,5 +174,23 @@ TEST(PlanMaps, ReportsAnAliasTwoMapsWouldShare) {
   EXPECT_NE(plan.warnings[0].find("already used"), std::string::npos);
 }
 
+TEST(PlanMaps, FallsBackToServiceTimeWhenTheKernelLacksHistoricalServiceTime) {
+  auto config = xserveConfig();
+  MapOverride override;
+  override.wwid = kUpperWwid;
+  override.policy.selector = SelectorKind::HistoricalServiceTime;
+  config.maps.push_back(override);
+
+  auto without = planMaps(xservePaths(), config, {}, KernelCapabilities{false});
+  EXPECT_EQ(without.maps.at(1).spec.selector, SelectorKind::ServiceTime);
+  EXPECT_NE(without.maps.at(1).notes.back().find("service-time"), std::string::npos);
+
+  auto with = planMaps(xservePaths(), config, {}, KernelCapabilities{true});
+  EXPECT_EQ(with.maps.at(1).spec.selector, SelectorKind::HistoricalServiceTime);
+  EXPECT_NE(with.maps.at(1).table.find("historical-service-time 0 2 1 8:16 1 8:48 1"),
+            std::string::npos)
+      << with.maps.at(1).table;
+}
+
 } // namespace
 } // namespace pathkeeper::selector
