@@ -8,7 +8,10 @@
 #include "model.hpp"
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,7 +26,9 @@ enum class GroupingPolicy {
   GroupByPrio,       ///< one group per distinct path priority
 };
 
+/// @brief The config spelling, e.g. "group_by_controller".
 std::string_view toString(GroupingPolicy policy);
+/// @brief Parses the config spelling; nullopt for anything else.
 std::optional<GroupingPolicy> parseGroupingPolicy(std::string_view text);
 
 /// @brief multipathd's no_path_retry: fail at once, queue forever, or queue
@@ -35,6 +40,9 @@ struct NoPathRetry {
   bool operator==(const NoPathRetry &) const = default;
 };
 
+/// @brief "fail", "queue" or the count, as in the config file.
+std::string toString(NoPathRetry retry);
+
 /// @brief Whether pathkeeper owns the maps or leaves them to multipathd.
 enum class Mode {
   Auto,      ///< companion when multipathd runs, owner otherwise
@@ -42,7 +50,14 @@ enum class Mode {
   Companion, ///< multipathd loads them; pathkeeper watches and advises
 };
 
+/// @brief The config spelling, e.g. "companion".
 std::string_view toString(Mode mode);
+/// @brief Parses the config spelling; nullopt for anything else.
+std::optional<Mode> parseMode(std::string_view text);
+
+/// @brief The hardware_handler value meaning "alua when the paths report ALUA,
+/// none otherwise".
+inline constexpr std::string_view kAutoHwHandler = "auto";
 
 /// @brief Settings a device entry, a map override or the defaults can carry.
 /// Unset fields inherit from the next level down.
@@ -50,11 +65,15 @@ struct PolicyOverrides {
   std::optional<GroupingPolicy> grouping;
   std::optional<SelectorKind> selector;
   std::optional<NoPathRetry> noPathRetry;
-  std::optional<std::string> hwHandler; ///< "" disables; "alua" etc.
-  std::optional<unsigned> pgInitRetries;
-  std::optional<unsigned> pgInitDelayMsecs;
+  /// "" disables; "auto" (kAutoHwHandler) picks alua for ALUA paths;
+  /// otherwise a kernel scsi_dh name: "alua", "emc", "rdac", "hp_sw".
+  std::optional<std::string> hwHandler;
+  std::optional<unsigned> pgInitRetries;    ///< 1..50
+  std::optional<unsigned> pgInitDelayMsecs; ///< 0..60000
   std::optional<QueueMode> queueMode;
   std::optional<bool> retainAttachedHwHandler;
+
+  bool operator==(const PolicyOverrides &) const = default;
 };
 
 /// @brief Health-checking and flap-damping knobs.
@@ -63,10 +82,12 @@ struct HealthSettings {
   std::chrono::milliseconds failedCheckerInterval{1000};
   std::chrono::milliseconds checkerTimeout{3000};
   bool flapDamping = true;
-  unsigned flapThreshold = 3;               ///< failures within the window
+  unsigned flapThreshold = 3; ///< failures within the window
   std::chrono::milliseconds flapWindow{60000};
   std::chrono::milliseconds flapRecovery{30000};     ///< initial hold-down
   std::chrono::milliseconds flapRecoveryMax{600000}; ///< hold-down cap
+
+  bool operator==(const HealthSettings &) const = default;
 };
 
 /// @brief The [defaults] table.
@@ -77,25 +98,37 @@ struct Defaults {
   bool userFriendlyNames = true;
   std::string bindingsFile = "/etc/multipath/bindings";
   Mode mode = Mode::Auto;
+  /// As PolicyOverrides::hwHandler; "auto" unless configured.
+  std::string hwHandler{kAutoHwHandler};
+  std::optional<unsigned> pgInitRetries;    ///< unset: no pg_init_retries feature
+  std::optional<unsigned> pgInitDelayMsecs; ///< unset: no pg_init_delay_msecs feature
+  QueueMode queueMode = QueueMode::Default;
+  bool retainAttachedHwHandler = false;
   HealthSettings health;
+
+  bool operator==(const Defaults &) const = default;
 };
 
 /// @brief How a controller rule matches a path; every set field must match.
 struct ControllerMatch {
   std::optional<std::string> targetIqnGlob;
-  std::optional<std::string> targetIqnRegex;
-  std::optional<std::string> vendor;  ///< exact, case-insensitive, trailing spaces ignored
-  std::optional<std::string> product; ///< as vendor
-  std::optional<std::string> serial;  ///< glob
-  std::optional<std::string> portal;  ///< "address" or "address:port"
+  std::optional<std::string> targetIqnRegex; ///< POSIX extended, searched like multipath.conf
+  std::optional<std::string> vendor;         ///< exact, case-insensitive, trailing spaces ignored
+  std::optional<std::string> product;        ///< as vendor
+  std::optional<std::string> serial;         ///< glob
+  std::optional<std::string> portal;         ///< "address", "address:port" or "[v6]:port"
+
+  bool operator==(const ControllerMatch &) const = default;
 };
 
 /// @brief A [[controller]] rule: names the controller behind matching paths.
 struct ControllerRule {
   ControllerMatch match;
-  std::string label;          ///< e.g. "upper"
+  std::string label;                ///< e.g. "upper"
   std::optional<std::string> alias; ///< map alias, e.g. "xserve-upper"
-  std::string origin;         ///< "file:line", for messages
+  std::string origin;               ///< "file:line:column", for messages
+
+  bool operator==(const ControllerRule &) const = default;
 };
 
 /// @brief A [[device]] entry keyed by SCSI vendor/product (the hwtable).
@@ -103,7 +136,9 @@ struct DeviceEntry {
   std::string vendor;  ///< regex, as multipath.conf's device section
   std::string product; ///< regex
   PolicyOverrides policy;
-  std::string origin; ///< "built-in" or "file:line"
+  std::string origin; ///< "built-in" or "file:line:column"
+
+  bool operator==(const DeviceEntry &) const = default;
 };
 
 /// @brief A [[map]] override keyed by WWID.
@@ -111,27 +146,107 @@ struct MapOverride {
   std::string wwid;
   std::optional<std::string> alias;
   PolicyOverrides policy;
-  std::string origin;
+  std::string origin; ///< "file:line:column"
+
+  bool operator==(const MapOverride &) const = default;
 };
 
 /// @brief The whole configuration.
 struct Config {
   Defaults defaults;
+  /// Searched in order, first match wins. A later layer's rules come before
+  /// an earlier layer's, so that a drop-in can override the main file.
   std::vector<ControllerRule> controllers;
-  std::vector<DeviceEntry> devices; ///< user entries first, then built-ins
+  std::vector<DeviceEntry> devices; ///< user entries first (latest layer first), then built-ins
   std::vector<MapOverride> maps;
+  /// Where each [defaults]/[health] value was last set ("health.flap_window"
+  /// -> "file:line:column"), so that validateConfig can name the file.
+  std::map<std::string, std::string, std::less<>> keyOrigins;
 };
+
+/// @brief One key of pathkeeper.conf. configSchema() is the single list the
+/// parser accepts, and the man page and the shipped config are checked against.
+struct ConfigKey {
+  std::string_view table;        ///< "defaults", "health", "controller", "device" or "map"
+  std::string_view key;          ///< e.g. "checker_interval"
+  std::string_view type;         ///< "string", "boolean", "integer", "duration", ...
+  std::string_view defaultValue; ///< TOML literal; "" when unset or required
+  std::string_view description;  ///< one sentence for the man page
+  std::string_view example;      ///< a valid TOML literal for the key
+};
+
+/// @brief Every table the file may contain, and whether it is an array of tables.
+struct ConfigTable {
+  std::string_view name;
+  bool array; ///< [[name]] rather than [name]
+  std::string_view description;
+};
+
+/// @brief The tables of pathkeeper.conf, in man-page order.
+std::span<const ConfigTable> configTables();
+/// @brief Every key of pathkeeper.conf, grouped by table.
+std::span<const ConfigKey> configSchema();
 
 /// @brief The built-in device table (Apple Xserve RAID: multibus, ...).
 std::vector<DeviceEntry> builtinDevices();
 
+/// @brief Defaults plus the built-in device table: the base the daemon layers
+/// its files over.
+Config builtinConfig();
+
 /// @brief Parses one TOML document and merges it over @p base.
 /// @param origin the file name used in error messages.
-/// Errors read "file:line:column: key: message". Unknown keys and wrong types
-/// are errors; nothing is ignored silently.
+/// [defaults]/[health] values replace the base's; [[controller]] and
+/// [[device]] entries go before the base's; a [[map]] whose wwid the base
+/// already has updates that entry's set fields. Errors read
+/// "file:line:column: key: message", one per line; unknown keys and wrong
+/// types are errors, nothing is ignored silently.
 Expected<Config> parseConfig(std::string_view text, std::string_view origin, Config base = {});
 
 /// @brief Checks cross-field constraints (ranges, duplicate WWIDs, ...).
 Expected<void> validateConfig(const Config &config);
+
+/// @brief Parses a duration: an integer number of seconds, or a string of
+/// digits with a unit, "ms", "s", "m" or "h" ("500ms", "5s", "2m").
+std::optional<std::chrono::milliseconds> parseDuration(std::string_view text);
+/// @brief The shortest exact spelling parseDuration accepts, e.g. "90s".
+std::string formatDuration(std::chrono::milliseconds duration);
+
+/// @brief fnmatch(3)-style match without flags: `*`, `?`, `[abc]`, `[a-z]`,
+/// `[!x]`/`[^x]` and backslash escapes. An unterminated `[` is literal.
+bool globMatch(std::string_view pattern, std::string_view text);
+
+/// @brief True when every set field of @p match matches @p path.
+bool matches(const ControllerMatch &match, const Path &path);
+
+/// @brief The first controller rule that matches @p path; points into
+/// @p config, so it lives as long as @p config does.
+std::optional<const ControllerRule *> controllerFor(const Config &config, const Path &path);
+
+/// @brief The first device entry whose vendor and product regexes match
+/// (searched, case-insensitive, on the values without SCSI padding); points
+/// into @p config.
+std::optional<const DeviceEntry *> deviceFor(const Config &config, std::string_view vendor,
+                                             std::string_view product);
+
+/// @brief The settings that apply to one map after layering.
+struct EffectivePolicy {
+  GroupingPolicy grouping = GroupingPolicy::GroupByController;
+  SelectorKind selector = SelectorKind::ServiceTime;
+  NoPathRetry noPathRetry;
+  std::string hwHandler; ///< "auto", "" or a handler name
+  std::optional<unsigned> pgInitRetries;
+  std::optional<unsigned> pgInitDelayMsecs;
+  QueueMode queueMode = QueueMode::Default;
+  bool retainAttachedHwHandler = false;
+  std::optional<std::string> alias; ///< from the [[map]] override
+
+  bool operator==(const EffectivePolicy &) const = default;
+};
+
+/// @brief Defaults, overridden by the matching device entry, overridden by the
+/// [[map]] entry for @p wwid (multipathd's precedence).
+EffectivePolicy policyFor(const Config &config, std::string_view wwid, std::string_view vendor,
+                          std::string_view product);
 
 } // namespace pathkeeper::selector
