@@ -89,8 +89,8 @@ int runPlan(const PlanOptions &options) {
       std::cerr << "pathkeeperctl: warning: " << warning << "\n";
     }
   }
-  auto plan = selector::planMaps(std::move(*paths), *config, std::move(bindings),
-                                 daemon::probeKernel({}));
+  auto plan =
+      selector::planMaps(std::move(*paths), *config, std::move(bindings), daemon::probeKernel({}));
   std::cout << (options.json ? ctl::planToJson(plan) : ctl::planToText(plan));
   return 0;
 }

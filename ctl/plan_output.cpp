@@ -12,21 +12,21 @@ using nlohmann::json;
 using namespace selector;
 
 json pathJson(const Path &path) {
-  return json{{"device", path.device},
-              {"devt", path.devt.str()},
-              {"state", toString(path.state)},
-              {"target", path.targetIqn},
-              {"portal", path.portal.str()},
-              {"iface", path.iface},
-              {"netdev", path.netdev},
-              {"session", path.sessionId},
-              {"controller", path.controller},
-              {"priority", path.priority},
-              {"alua", toString(path.alua)},
-              {"target_port_group",
-               path.targetPortGroup ? json(*path.targetPortGroup) : json(nullptr)},
-              {"marginal", path.marginal},
-              {"relative_throughput", path.relativeThroughput}};
+  return json{
+      {"device", path.device},
+      {"devt", path.devt.str()},
+      {"state", toString(path.state)},
+      {"target", path.targetIqn},
+      {"portal", path.portal.str()},
+      {"iface", path.iface},
+      {"netdev", path.netdev},
+      {"session", path.sessionId},
+      {"controller", path.controller},
+      {"priority", path.priority},
+      {"alua", toString(path.alua)},
+      {"target_port_group", path.targetPortGroup ? json(*path.targetPortGroup) : json(nullptr)},
+      {"marginal", path.marginal},
+      {"relative_throughput", path.relativeThroughput}};
 }
 
 std::string humanSize(std::uint64_t sectors) {
@@ -114,8 +114,8 @@ std::string planToText(const Plan &plan) {
       for (std::size_t p = 0; p < group.paths.size(); ++p) {
         const auto &path = group.paths[p];
         out += std::string(lastGroup ? "  " : "| ") +
-               (p + 1 == group.paths.size() ? "`- " : "|- ") + path.device + " " +
-               path.devt.str() + " " + path.portal.str();
+               (p + 1 == group.paths.size() ? "`- " : "|- ") + path.device + " " + path.devt.str() +
+               " " + path.portal.str();
         if (!path.netdev.empty() || !path.iface.empty()) {
           out += " via " + (path.netdev.empty() ? "?" : path.netdev) +
                  (path.iface.empty() ? "" : " (" + path.iface + ")");

@@ -25,8 +25,8 @@ public:
 
   Expected<Path> read() {
     const std::set<std::string_view> known{
-        "device", "devt",   "wwid",  "vendor",  "product",   "serial",   "size",
-        "target", "portal", "iface", "netdev",  "session",   "state",    "tpg",
+        "device", "devt",      "wwid",     "vendor",     "product", "serial", "size",
+        "target", "portal",    "iface",    "netdev",     "session", "state",  "tpg",
         "alua",   "preferred", "priority", "controller", "marginal"};
     for (const auto &[key, node] : table_) {
       if (!known.contains(key.str())) {

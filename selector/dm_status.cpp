@@ -125,8 +125,8 @@ Expected<DmStatus> parseDmStatus(std::string_view line, bool withPrefix) {
     } else if (state == "D") {
       group.state = DmGroupState::Disabled;
     } else {
-      return fail("group " + std::to_string(g + 1) + ": state must be A, E or D, got '" +
-                  state + "'");
+      return fail("group " + std::to_string(g + 1) + ": state must be A, E or D, got '" + state +
+                  "'");
     }
     PK_TRY(selectorCount, fields.number("number of selector fields", kMaxSelectorArgs));
     for (std::uint64_t i = 0; i < selectorCount; ++i) {

@@ -31,7 +31,7 @@ enum class DmGroupState {
 
 /// @brief One path of a group in the status line.
 struct DmStatusPath {
-  std::string device; ///< "8:16"
+  std::string device;  ///< "8:16"
   bool active = false; ///< 'A' (true) or 'F'
   unsigned failCount = 0;
   std::vector<std::uint64_t> selectorFields; ///< raw; see the accessors below

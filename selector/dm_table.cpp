@@ -102,8 +102,8 @@ Expected<std::string> renderDmTable(const MapSpec &spec) {
                 " (the kernel accepts 0-1024)");
   }
   if (spec.groups.empty() != (spec.initialGroup == 0) || spec.initialGroup > spec.groups.size()) {
-    return fail("invalid initial priority group " + std::to_string(spec.initialGroup) +
-                " for " + std::to_string(spec.groups.size()) +
+    return fail("invalid initial priority group " + std::to_string(spec.initialGroup) + " for " +
+                std::to_string(spec.groups.size()) +
                 " groups (it must be 0 exactly when there are no groups)");
   }
   if (spec.sizeSectors == 0) {

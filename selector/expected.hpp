@@ -10,8 +10,7 @@
 
 namespace pathkeeper {
 
-template <typename T, typename E = std::string>
-using Expected = tl::expected<T, E>;
+template <typename T, typename E = std::string> using Expected = tl::expected<T, E>;
 
 using tl::unexpected;
 
@@ -25,6 +24,7 @@ inline tl::unexpected<std::string> fail(std::string message) {
 /// Binds @p var to the value of an Expected expression, or returns its error
 /// from the enclosing function (which must return an Expected with a string
 /// error). C++ has no '?' operator; this keeps parsers linear.
+// NOLINTNEXTLINE(bugprone-macro-parentheses): var names a variable
 #define PK_TRY(var, expr)                                                                          \
   auto var##_result = (expr);                                                                      \
   if (!var##_result) {                                                                             \

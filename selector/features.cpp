@@ -103,8 +103,7 @@ Expected<Features> parseFeatures(std::string_view text) {
   }
   auto count = parseUnsigned(words.front());
   if (!count) {
-    return fail("features string must start with the argument count, got '" + words.front() +
-                "'");
+    return fail("features string must start with the argument count, got '" + words.front() + "'");
   }
   if (*count != words.size() - 1) {
     return fail("features string announces " + words.front() + " args but has " +
@@ -125,8 +124,7 @@ Expected<std::string> addFeature(std::string_view features, std::string_view fea
   }
   Features merged = *parsed;
   merged.queueIfNoPath = merged.queueIfNoPath || extra->queueIfNoPath;
-  merged.retainAttachedHwHandler =
-      merged.retainAttachedHwHandler || extra->retainAttachedHwHandler;
+  merged.retainAttachedHwHandler = merged.retainAttachedHwHandler || extra->retainAttachedHwHandler;
   if (extra->pgInitRetries) {
     merged.pgInitRetries = extra->pgInitRetries;
   }

@@ -20,8 +20,7 @@ std::optional<Enum> lookup(const std::array<std::pair<Enum, std::string_view>, N
 }
 
 template <typename Enum, std::size_t N>
-std::string_view nameOf(const std::array<std::pair<Enum, std::string_view>, N> &table,
-                        Enum value) {
+std::string_view nameOf(const std::array<std::pair<Enum, std::string_view>, N> &table, Enum value) {
   for (const auto &[candidate, name] : table) {
     if (candidate == value) {
       return name;
@@ -71,7 +70,9 @@ std::optional<std::uint32_t> parseU32(std::string_view text) {
 
 } // namespace
 
-std::string DevT::str() const { return std::to_string(major) + ":" + std::to_string(minor); }
+std::string DevT::str() const {
+  return std::to_string(major) + ":" + std::to_string(minor);
+}
 
 std::optional<DevT> parseDevT(std::string_view text) {
   auto colon = text.find(':');
@@ -86,7 +87,9 @@ std::optional<DevT> parseDevT(std::string_view text) {
   return DevT{*major, *minor};
 }
 
-std::string_view toString(PathState state) { return nameOf(pathStateNames, state); }
+std::string_view toString(PathState state) {
+  return nameOf(pathStateNames, state);
+}
 std::optional<PathState> parsePathState(std::string_view text) {
   return lookup(pathStateNames, text);
 }
@@ -97,7 +100,9 @@ bool isUsable(PathState state) {
   return state == PathState::Up || state == PathState::Ghost;
 }
 
-std::string_view toString(AluaState state) { return nameOf(aluaStateNames, state); }
+std::string_view toString(AluaState state) {
+  return nameOf(aluaStateNames, state);
+}
 std::optional<AluaState> parseAluaState(std::string_view text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
     text.remove_suffix(1);
@@ -174,7 +179,9 @@ bool PathGroup::marginal() const {
   return true;
 }
 
-std::string_view toString(SelectorKind kind) { return nameOf(selectorNames, kind); }
+std::string_view toString(SelectorKind kind) {
+  return nameOf(selectorNames, kind);
+}
 std::optional<SelectorKind> parseSelectorKind(std::string_view text) {
   return lookup(selectorNames, text);
 }
@@ -205,6 +212,8 @@ unsigned statusArgsPerPath(SelectorKind kind) {
   return 0;
 }
 
-std::string MapSpec::dmUuid() const { return "mpath-" + wwid; }
+std::string MapSpec::dmUuid() const {
+  return "mpath-" + wwid;
+}
 
 } // namespace pathkeeper::selector

@@ -18,7 +18,9 @@ bool isHex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-char lowerHex(char c) { return (c >= 'A' && c <= 'F') ? static_cast<char>(c - 'A' + 'a') : c; }
+char lowerHex(char c) {
+  return (c >= 'A' && c <= 'F') ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 std::string join(const std::set<std::string> &items, std::string_view separator) {
   std::string out;

@@ -78,8 +78,8 @@ TEST(ParsePortal, AcceptsIscsiadmSpellings) {
 }
 
 TEST(ParsePortal, RejectsMalformedPortals) {
-  for (const char *bad : {"", ":3260", "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:x",
-                          "fd00::1:3260", "[fd00::1", "[fd00::1]x", "10.0.0.1,x"}) {
+  for (const char *bad : {"", ":3260", "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:x", "fd00::1:3260",
+                          "[fd00::1", "[fd00::1]x", "10.0.0.1,x"}) {
     EXPECT_FALSE(parsePortal(bad)) << bad;
   }
 }

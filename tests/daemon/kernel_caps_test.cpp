@@ -11,8 +11,8 @@ class KernelCaps : public ::testing::Test {
 protected:
   void SetUp() override {
     root_ = std::filesystem::temp_directory_path() /
-            ("pk-kcaps-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-             "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+            ("pk-kcaps-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(root_);
     std::filesystem::create_directories(root_ / "sys/module");
     std::filesystem::create_directories(root_ / "lib/modules/6.1.0-test");
@@ -41,7 +41,8 @@ TEST_F(KernelCaps, FindsAnInstalledModuleInModulesDep) {
 }
 
 TEST_F(KernelCaps, FindsABuiltInModule) {
-  write("lib/modules/6.1.0-test/modules.builtin", "kernel/drivers/md/dm-historical-service-time.ko\n");
+  write("lib/modules/6.1.0-test/modules.builtin",
+        "kernel/drivers/md/dm-historical-service-time.ko\n");
   EXPECT_TRUE(probeKernel(roots_).historicalServiceTime);
 }
 

@@ -96,8 +96,7 @@ TEST_P(ParseDmTableRejects, WithAClearReason) {
 INSTANTIATE_TEST_SUITE_P(
     KernelLimits, ParseDmTableRejects,
     ::testing::Values(
-        BadTable{"", "table ends early"},
-        BadTable{"0 10 linear 8:0 0", "not a multipath table"},
+        BadTable{"", "table ends early"}, BadTable{"0 10 linear 8:0 0", "not a multipath table"},
         BadTable{"0 10 multipath 9 a b c d e f g h i 0 0 0", "number of feature args"},
         BadTable{"0 10 multipath 1 bogus 0 0 0", "unrecognised multipath feature"},
         BadTable{"0 10 multipath 0 0 0 1", "initial priority group"},
@@ -138,11 +137,9 @@ TEST(RenderDmTable, WritesOneRepeatCountForRoundRobinAndQueueLength) {
   auto spec = xserveUpper();
   spec.features = {};
   spec.selector = SelectorKind::RoundRobin;
-  EXPECT_EQ(renderDmTable(spec),
-            "0 2097152 multipath 0 0 1 1 round-robin 0 2 1 8:16 1 8:48 1");
+  EXPECT_EQ(renderDmTable(spec), "0 2097152 multipath 0 0 1 1 round-robin 0 2 1 8:16 1 8:48 1");
   spec.selector = SelectorKind::QueueLength;
-  EXPECT_EQ(renderDmTable(spec),
-            "0 2097152 multipath 0 0 1 1 queue-length 0 2 1 8:16 1 8:48 1");
+  EXPECT_EQ(renderDmTable(spec), "0 2097152 multipath 0 0 1 1 queue-length 0 2 1 8:16 1 8:48 1");
 }
 
 TEST(RenderDmTable, CountsTheHandlerNameAmongItsArgs) {

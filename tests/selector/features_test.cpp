@@ -5,7 +5,9 @@
 namespace pathkeeper::selector {
 namespace {
 
-TEST(Features, RendersNothingAsZero) { EXPECT_EQ(renderFeatures({}), "0"); }
+TEST(Features, RendersNothingAsZero) {
+  EXPECT_EQ(renderFeatures({}), "0");
+}
 
 TEST(Features, RendersInTheOrderTheKernelPrintsThem) {
   Features features;
@@ -92,7 +94,8 @@ TEST(ReconcileFeatures, NoPathRetryFailDropsQueueIfNoPathAndSaysSo) {
 }
 
 TEST(ReconcileFeatures, NoPathRetryQueueOrCountSetsQueueIfNoPath) {
-  EXPECT_TRUE(reconcileFeatures({}, NoPathRetry{NoPathRetry::Kind::Queue, 0}).features.queueIfNoPath);
+  EXPECT_TRUE(
+      reconcileFeatures({}, NoPathRetry{NoPathRetry::Kind::Queue, 0}).features.queueIfNoPath);
   auto counted = reconcileFeatures({}, NoPathRetry{NoPathRetry::Kind::Count, 12});
   EXPECT_TRUE(counted.features.queueIfNoPath);
   EXPECT_TRUE(counted.notes.empty());

@@ -28,8 +28,8 @@ TEST(GroupPaths, MultibusPutsEveryPathInOneGroupOrderedByDevT) {
 }
 
 TEST(GroupPaths, MultibusKeepsMarginalPathsInALastGroup) {
-  auto groups = groupPaths({marginal(makePath("sdb", 16)), makePath("sdd", 48)},
-                           GroupingPolicy::Multibus);
+  auto groups =
+      groupPaths({marginal(makePath("sdb", 16)), makePath("sdd", 48)}, GroupingPolicy::Multibus);
   ASSERT_EQ(groups.size(), 2U);
   EXPECT_EQ(devices(groups[0]), std::vector<std::string>{"sdd"});
   EXPECT_TRUE(groups[1].marginal());
@@ -75,11 +75,10 @@ TEST(GroupByController, PutsPathsWithoutControllerInfoTogether) {
 }
 
 TEST(GroupByPrio, MakesOneGroupPerPriorityHighestFirst) {
-  auto groups = groupPaths({withPriority(makePath("sdb", 16), 1),
-                            withPriority(makePath("sdc", 32), 50),
-                            withPriority(makePath("sdd", 48), 10),
-                            withPriority(makePath("sde", 64), 50)},
-                           GroupingPolicy::GroupByPrio);
+  auto groups =
+      groupPaths({withPriority(makePath("sdb", 16), 1), withPriority(makePath("sdc", 32), 50),
+                  withPriority(makePath("sdd", 48), 10), withPriority(makePath("sde", 64), 50)},
+                 GroupingPolicy::GroupByPrio);
   ASSERT_EQ(groups.size(), 3U);
   EXPECT_EQ(devices(groups[0]), (std::vector<std::string>{"sdc", "sde"}));
   EXPECT_EQ(groups[1].priority(), 10);

@@ -14,10 +14,14 @@ constexpr const char *kUpperWwid = "36001405a1b2c3d4e5f60718293a4b5c6";
 constexpr const char *kLowerWwid = "36001405f6e5d4c3b2a1908172635445";
 // The MDS gives each portal its own target name for one FC port: the pWWN at
 // the end is the controller, the rest differs per portal.
-constexpr const char *kUpperIqnPortal1 = "iqn.1987-05.com.cisco:05.mds9216-1.02-01.210000d0b2000001";
-constexpr const char *kUpperIqnPortal2 = "iqn.1987-05.com.cisco:05.mds9216-1.02-02.210000d0b2000001";
-constexpr const char *kLowerIqnPortal1 = "iqn.1987-05.com.cisco:05.mds9216-1.02-01.210000d0b2000002";
-constexpr const char *kLowerIqnPortal2 = "iqn.1987-05.com.cisco:05.mds9216-1.02-02.210000d0b2000002";
+constexpr const char *kUpperIqnPortal1 =
+    "iqn.1987-05.com.cisco:05.mds9216-1.02-01.210000d0b2000001";
+constexpr const char *kUpperIqnPortal2 =
+    "iqn.1987-05.com.cisco:05.mds9216-1.02-02.210000d0b2000001";
+constexpr const char *kLowerIqnPortal1 =
+    "iqn.1987-05.com.cisco:05.mds9216-1.02-01.210000d0b2000002";
+constexpr const char *kLowerIqnPortal2 =
+    "iqn.1987-05.com.cisco:05.mds9216-1.02-02.210000d0b2000002";
 
 Path xservePath(std::string device, std::uint32_t minor, const char *wwid, const char *iqn,
                 const char *portal, const char *netdev) {
