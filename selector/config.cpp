@@ -1093,58 +1093,72 @@ void DocumentParser::parse(const toml::table &root) {
 }
 
 // toml++ 3.3's is_non_ascii_horizontal_whitespace() reaches
-// __builtin_unreachable() for most non-ASCII code points, and the parser asks
-// it about any character where whitespace may appear: after a bare key or a
-// value, and after a backslash in a multi-line string. Non-ASCII text is
-// valid TOML only inside comments and strings, so reject it everywhere else
-// before toml++ sees it. The lexing here only has to agree with toml++ up to
-// toml++'s first error, since toml++ reads nothing after that.
-std::optional<std::string> nonAsciiOutsideStrings(std::string_view text, std::string_view origin) {
+// __builtin_unreachable() for the code points U+00A1..U+0499,
+// U+2C5E..U+3057 (but U+3000) and U+FBA6..U+FEFE, and the parser asks it
+// about characters well beyond whitespace positions (its value-type scan reads
+// ahead over quotes, for one). Where toml++ looks is hard to predict; where
+// it does not look is easy: inside a comment. So those code points are
+// rejected everywhere but in comments. Comments are found with just enough
+// lexing to skip strings; wherever this lexer and toml++ disagree, toml++
+// has already hit a syntax error and reads no further, and the lexer's
+// error is to check more text, never less.
+bool tomlCannotClassify(char32_t c) {
+  return (c >= 0xA1 && c <= 0x499) || (c >= 0x2C5E && c <= 0x3057 && c != 0x3000) ||
+         (c >= 0xFBA6 && c <= 0xFEFE);
+}
+
+std::optional<std::string> unsupportedCharacter(std::string_view text, std::string_view origin) {
   enum class State { Normal, Comment, Basic, Literal, MultiBasic, MultiLiteral };
   State state = State::Normal;
-  std::size_t line = 1;
-  std::size_t column = 0;
-  auto isHigh = [](char c) { return static_cast<unsigned char>(c) >= 0x80; };
-  auto report = [&](std::string_view what) {
-    return std::string(origin) + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
-           std::string(what);
+  auto where = [&](std::size_t offset) {
+    std::size_t line = 1;
+    std::size_t column = 1;
+    for (std::size_t k = 0; k < offset; ++k) {
+      if (text[k] == '\n') {
+        ++line;
+        column = 1;
+      } else if ((static_cast<unsigned char>(text[k]) & 0xC0U) != 0x80U) {
+        ++column; // code points, as toml++ counts, not UTF-8 bytes
+      }
+    }
+    return std::string(origin) + ":" + std::to_string(line) + ":" + std::to_string(column);
   };
   for (std::size_t i = 0; i < text.size(); ++i) {
+    auto byte = static_cast<unsigned char>(text[i]);
     char c = text[i];
-    if (c == '\n') {
-      ++line;
-      column = 0;
-    } else if ((static_cast<unsigned char>(c) & 0xC0U) != 0x80U) {
-      ++column; // count code points, as toml++ does, not UTF-8 bytes
+    if (byte >= 0xC0U && state != State::Comment) {
+      // Decoded leniently (overlong forms too), so that nothing toml++
+      // might decode to a bad code point slips through.
+      std::size_t length = byte >= 0xF0U ? 4 : byte >= 0xE0U ? 3 : 2;
+      char32_t code = byte & (0x7FU >> length);
+      for (std::size_t k = 1; k < length && i + k < text.size(); ++k) {
+        code = (code << 6U) | (static_cast<unsigned char>(text[i + k]) & 0x3FU);
+      }
+      if (tomlCannotClassify(code)) {
+        static constexpr std::string_view hex = "0123456789ABCDEF";
+        std::string name = "U+";
+        for (int shift = 12; shift >= 0; shift -= 4) {
+          name += hex[(code >> static_cast<unsigned>(shift)) & 0xFU];
+        }
+        return where(i) + ": character " + name +
+               " is only supported in comments (a limitation of the TOML parser)";
+      }
     }
     auto startsWith = [&](std::string_view token) { return text.substr(i).starts_with(token); };
-    auto closeMulti = [&](char quote) {
-      // """ closes, and up to two more quotes are content (TOML 1.0).
-      i += 2;
-      for (int extra = 0; extra < 2 && i + 1 < text.size() && text[i + 1] == quote; ++extra) {
-        ++i;
-      }
-      column += 2;
-      state = State::Normal;
-    };
     switch (state) {
     case State::Normal:
       if (c == '#') {
         state = State::Comment;
       } else if (startsWith("\"\"\"")) {
         i += 2;
-        column += 2;
         state = State::MultiBasic;
       } else if (c == '"') {
         state = State::Basic;
       } else if (startsWith("'''")) {
         i += 2;
-        column += 2;
         state = State::MultiLiteral;
       } else if (c == '\'') {
         state = State::Literal;
-      } else if (isHigh(c)) {
-        return report("non-ASCII character outside a string or comment");
       }
       break;
     case State::Comment:
@@ -1152,41 +1166,30 @@ std::optional<std::string> nonAsciiOutsideStrings(std::string_view text, std::st
         state = State::Normal;
       }
       break;
-    case State::Literal:
     case State::Basic:
-      if (c == '\n' || (state == State::Literal && c == '\'') ||
-          (state == State::Basic && c == '"')) {
+      if (c == '"' || c == '\n') {
         state = State::Normal;
-      } else if (state == State::Basic && c == '\\' && i + 1 < text.size()) {
-        if (isHigh(text[i + 1])) {
-          return report("non-ASCII character after a backslash");
-        }
-        ++i;
-        ++column;
+      } else if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {
+        ++i; // an escaped quote or backslash does not end the string
       }
       break;
-    case State::MultiLiteral:
-      if (startsWith("'''")) {
-        closeMulti('\'');
+    case State::Literal:
+      if (c == '\'' || c == '\n') {
+        state = State::Normal;
       }
       break;
     case State::MultiBasic:
       if (startsWith("\"\"\"")) {
-        closeMulti('"');
-      } else if (c == '\\') {
-        // A line-ending backslash skips the whitespace and newlines after it.
-        std::size_t j = i + 1;
-        while (j < text.size() &&
-               (text[j] == ' ' || text[j] == '\t' || text[j] == '\r' || text[j] == '\n')) {
-          ++j;
-        }
-        if (j < text.size() && isHigh(text[j])) {
-          return report("non-ASCII character after a backslash in a multi-line string");
-        }
-        if (j == i + 1 && j < text.size()) {
-          ++i; // an ordinary escape such as a quote or a backslash
-          ++column;
-        }
+        i += 2; // extra closing quotes land in Normal and open a string: more checking
+        state = State::Normal;
+      } else if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {
+        ++i;
+      }
+      break;
+    case State::MultiLiteral:
+      if (startsWith("'''")) {
+        i += 2;
+        state = State::Normal;
       }
       break;
     }
@@ -1385,7 +1388,7 @@ Expected<Config> parseConfig(std::string_view text, std::string_view origin, Con
   // and allocation can still throw; a config parser must never take the
   // daemon down, so everything becomes an error message.
   try {
-    if (auto problem = nonAsciiOutsideStrings(text, origin)) {
+    if (auto problem = unsupportedCharacter(text, origin)) {
       return fail(*problem);
     }
     toml::parse_result result = toml::parse(text, std::string(origin));
