@@ -13,8 +13,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     if (!table) {
       continue;
     }
+    // Params without the prefix carry no length; give the re-render one.
+    if (!withPrefix) {
+      table->length = 1;
+    }
     auto again = pathkeeper::selector::parseDmTable(pathkeeper::selector::renderDmTable(*table));
-    if (!again || (withPrefix && *again != *table)) {
+    if (!again || *again != *table) {
       std::abort();
     }
   }
