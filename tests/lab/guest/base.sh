@@ -135,6 +135,7 @@ XML
 lab_run_scenario() {
     set -eEuo pipefail
     trap 'lab_log "ERROR: \"$BASH_COMMAND\" exited with $? at ${BASH_SOURCE[0]}:$LINENO"' ERR
+    trap 'lab_diagnostics_on_failure $?' EXIT
     source "$LAB_DIR/scenarios/$LAB_SCENARIO.sh"
     lab_step "setup: $LAB_SCENARIO"
     scenario_setup "$@"
@@ -145,6 +146,21 @@ lab_run_scenario() {
         capture_sysfs
     fi
     lab_step "done: $LAB_SCENARIO"
+}
+
+lab_diagnostics_on_failure() {
+    (($1 == 0)) && return 0
+    lab_step "diagnostics (the run failed with $1)"
+    {
+        echo "== ini_paths"; ini_paths
+        echo "== iscsiadm -m session -P3"; iscsiadm -m session -P3
+        echo "== ip addr / route / rule / neigh"
+        ip -br addr; ip route show table all | grep -v -e '^local' -e '^broadcast'; ip rule; ip neigh
+        echo "== ns tgt"; net_ns ip -br addr; net_ns ip neigh; net_ns bridge link
+        echo "== dmsetup"; dmsetup table; dmsetup status
+        echo "== dmesg (last 60)"; dmesg | tail -n 60
+    } >"$RESULTS/files/diagnostics.txt" 2>&1
+    lab_log "diagnostics in files/diagnostics.txt"
 }
 
 # For `lab shell`: the scenario's setup only.

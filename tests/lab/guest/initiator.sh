@@ -24,7 +24,9 @@ ini_setup() {
         echo "node.session.iscsi.FastAbort = Yes"
     } >/etc/iscsi/iscsid.conf
     modprobe iscsi_tcp
-    iscsid || lab_die "iscsid did not start"
+    # In the foreground under our control, its log goes to the results.
+    iscsid -f -d "${INI_ISCSID_DEBUG:-1}" >"$RESULTS/files/iscsid.log" 2>&1 &
+    echo $! >"$LAB_RUN/iscsid.pid"
     lab_wait 10 "iscsid listening" ini_iscsid_ready
 }
 
@@ -102,3 +104,17 @@ ini_wait_paths() {
 }
 
 ini_have_sdevs() { [[ $(ini_paths | wc -l) -eq $1 ]]; }
+
+# ini_trace_states SECS: logs every change of any session's state.
+ini_trace_states() {
+    local end=$((SECONDS + $1)) s line last=
+    while ((SECONDS < end)); do
+        line=
+        for s in /sys/class/iscsi_session/session*; do
+            line+="${s##*/}=$(<"$s/state") "
+        done
+        [[ $line != "$last" ]] && lab_log "session states: $line"
+        last=$line
+        sleep 0.2
+    done
+}

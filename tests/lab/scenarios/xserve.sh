@@ -98,10 +98,20 @@ scenario_run() {
 # Leaves eth1 down and its two sessions FAILED.
 xs_failed() {
     lab_step "failed: cut eth1 until its sessions are FAILED"
+    # A session stays FAILED only for recovery_tmo (replacement_timeout, 5 s
+    # here) and then shows FREE while iscsid retries; give the eth1 sessions
+    # a long recovery_tmo so that the capture sees FAILED.
+    local p
+    for p in $(ini_paths | awk '$6 == "iface0" {print $2}'); do
+        echo 300 >"/sys/class/iscsi_session/$p/recovery_tmo"
+    done
     fault_link_cut eth1
+    ini_trace_states 30 &
+    local trace=$!
     lab_wait 60 "2 sessions FAILED" test "$(ini_sessions_in_state FAILED)" -eq 2
     lab_check "2 sessions still LOGGED_IN" test "$(ini_sessions_in_state LOGGED_IN)" -eq 2
     ini_paths
+    kill "$trace" 2>/dev/null || true
 }
 
 # --- smoke: dm-multipath by hand ------------------------------------------
@@ -119,6 +129,23 @@ xs_io_check() {  # xs_io_check PATTERN OFFSET_MB: read back and compare sha256
     got=$(dd if="/dev/mapper/$XS_MAP" bs=1M skip="$off" count="$mb" iflag=direct status=none | sha256sum | cut -d' ' -f1)
     lab_log "sha256 want $want got $got"
     [[ $want == "$got" ]]
+}
+
+xs_path_is() { [[ $(dm_path_state "$XS_MAP" "$1") == "$2" ]]; }
+xs_passes_above() { (($(<"$LAB_RUN/passes") >= $1)); }
+
+# xs_writer PATTERN OFFSET_MB: rewrite the pattern until $LAB_RUN/stop exists;
+# counts finished passes in $LAB_RUN/passes; exits non-zero on a failed write.
+xs_writer() {
+    local n=0
+    while [[ ! -e $LAB_RUN/stop ]]; do
+        dd if="$1" of="/dev/mapper/$XS_MAP" bs=1M seek="$2" oflag=direct conv=fsync status=none || {
+            lab_log "writer: pass $((n + 1)) failed"
+            return 1
+        }
+        n=$((n + 1))
+        echo "$n" >"$LAB_RUN/passes"
+    done
 }
 
 xs_smoke() {
@@ -150,25 +177,42 @@ xs_smoke() {
     lab_log "write+read of 32 MiB took $((SECONDS - t0))s"
 
     lab_step "smoke 3: cut eth1 while I/O runs"
-    dd if=/dev/urandom of="$LAB_RUN/pattern2" bs=1M count=64 status=none
-    dd if="$LAB_RUN/pattern2" of="/dev/mapper/$XS_MAP" bs=256k seek=256 oflag=direct conv=fsync status=none &
+    # A writer rewrites a 16 MiB pattern at 64 MiB in a loop until told to
+    # stop, so the cut always lands in the middle of I/O.
+    dd if=/dev/urandom of="$LAB_RUN/pattern2" bs=1M count=16 status=none
+    rm -f "$LAB_RUN/stop" "$LAB_RUN/passes"
+    xs_writer "$LAB_RUN/pattern2" 64 &
     local io=$!
-    sleep 2
-    lab_check "I/O still running when eth1 is cut" kill -0 "$io"
+    lab_wait 60 "the writer's first pass" test -s "$LAB_RUN/passes"
+    lab_check "I/O running when eth1 is cut" kill -0 "$io"
     fault_link_cut eth1
+    local t_cut=$SECONDS
+    lab_wait 60 "path $sd_a ($dev_a) failed by the kernel" xs_path_is "$dev_a" F
+    lab_log "path failed $((SECONDS - t_cut))s after the cut"
+    local passes_at_fail
+    passes_at_fail=$(<"$LAB_RUN/passes")
+    lab_wait 60 "two more full write passes after the failover" \
+        xs_passes_above "$((passes_at_fail + 2))"
+    touch "$LAB_RUN/stop"
     local io_rc=0
     wait "$io" || io_rc=$?
-    lab_check "the write completed despite the cut (dd exit $io_rc)" test "$io_rc" -eq 0
-    # seek=256 blocks of 256 KiB: the pattern sits at 64 MiB.
-    lab_check "data written during the cut reads back intact" xs_io_check "$LAB_RUN/pattern2" 64
+    lab_check "every write pass completed despite the cut ($(<"$LAB_RUN/passes") passes, writer exit $io_rc)" test "$io_rc" -eq 0
+    lab_check "data written across the cut reads back intact" xs_io_check "$LAB_RUN/pattern2" 64
     dmsetup status "$XS_MAP"
     lab_check "path $sd_a ($dev_a) shows F in dmsetup status" test "$(dm_path_state "$XS_MAP" "$dev_a")" = F
     lab_check "path $sd_b ($dev_b) is still A" test "$(dm_path_state "$XS_MAP" "$dev_b")" = A
-    lab_check "the sessions via eth1 are FAILED" test "$(ini_sessions_in_state FAILED)" -eq 2
+    ini_paths
+    # The kernel shows a session in recovery as FAILED, and as FREE once
+    # iscsid has torn the connection down while it retries the login.
+    lab_check "both iface0 (eth1) sessions are down (FAILED/FREE), iface1 up" \
+        test "$(ini_paths | awk '$6 == "iface0" && $3 != "LOGGED_IN"' | wc -l)/$(ini_paths | awk '$6 == "iface1" && $3 == "LOGGED_IN"' | wc -l)" = 2/2
 
     lab_step "smoke 4: restore eth1, wait for LOGGED_IN, reinstate the path"
     fault_link_restore eth1
-    lab_wait 90 "4 sessions LOGGED_IN again" test "$(ini_sessions_in_state LOGGED_IN)" -eq 4
+    ini_trace_states 120 &
+    local trace=$!
+    lab_wait 120 "4 sessions LOGGED_IN again" test "$(ini_sessions_in_state LOGGED_IN)" -eq 4
+    kill "$trace" 2>/dev/null || true
     lab_wait 30 "$sd_a running again" grep -qx running "/sys/block/$sd_a/device/state"
     lab_check "reinstate_path $dev_a" dmsetup message "$XS_MAP" 0 reinstate_path "$dev_a"
     dmsetup status "$XS_MAP"
