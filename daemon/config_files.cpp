@@ -15,7 +15,7 @@ namespace {
 
 // A config file is a few kilobytes; anything far larger is a mistake (a log
 // or an image dropped into pathkeeper.conf.d) and must not eat memory.
-constexpr std::uintmax_t maxConfigBytes = 1024 * 1024;
+constexpr std::uintmax_t maxConfigBytes = std::uintmax_t{1024} * 1024;
 
 std::string reason(const std::error_code &error) {
   return error.message();

@@ -24,10 +24,12 @@ inline tl::unexpected<std::string> fail(std::string message) {
 /// Binds @p var to the value of an Expected expression, or returns its error
 /// from the enclosing function (which must return an Expected with a string
 /// error). C++ has no '?' operator; this keeps parsers linear.
-// NOLINTNEXTLINE(bugprone-macro-parentheses): var names a variable
+// var names a variable, so it cannot be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define PK_TRY(var, expr)                                                                          \
   auto var##_result = (expr);                                                                      \
   if (!var##_result) {                                                                             \
     return ::pathkeeper::fail(std::move(var##_result).error());                                    \
   }                                                                                                \
   auto var = *std::move(var##_result)
+// NOLINTEND(bugprone-macro-parentheses)
