@@ -306,7 +306,8 @@ struct IscsiDiscovery::Probe {
         continue;
       }
       if (!entry->portals) {
-        found.targets.push_back({std::string(name), request.portal, request.portal, request.netdev});
+        found.targets.push_back(
+            {std::string(name), request.portal, request.portal, request.netdev});
         continue;
       }
       for (const auto *portal = entry->portals; portal; portal = portal->next) {

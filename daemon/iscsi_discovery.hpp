@@ -54,11 +54,15 @@ struct DiscoveryResult {
   std::vector<std::string> warnings;
 };
 
-/// @brief One SendTargets probe. Move-only; owns its libiscsi context.
+/// @brief One SendTargets probe. Move-only; owns its libiscsi context. A
+/// moved-from probe may only be destroyed or assigned to.
 ///
 /// fd() changes while the probe runs (libiscsi opens the socket on connect
 /// and the probe closes it when done), so the loop re-reads fd() and
 /// events() after every service() and tick().
+///
+/// Run all probes on one thread: libiscsi 1.19 picks the bind interface
+/// with an unguarded global counter.
 class IscsiDiscovery {
 public:
   using Clock = std::chrono::steady_clock;

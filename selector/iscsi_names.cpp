@@ -82,8 +82,9 @@ Expected<void> checkIqn(std::string_view name) {
   }
   const auto year = parseDecimal(rest.substr(0, 4), 4);
   const auto month = rest.substr(5, 2);
-  const bool monthOk = isDigit(month[0]) && isDigit(month[1]) &&
-                       ((month[0] == '0' && month[1] != '0') || (month[0] == '1' && month[1] <= '2'));
+  const bool monthOk =
+      isDigit(month[0]) && isDigit(month[1]) &&
+      ((month[0] == '0' && month[1] != '0') || (month[0] == '1' && month[1] <= '2'));
   if (!year || *year < 1000 || !monthOk) {
     return fail("IQN " + printableQuoted(name) + " has an invalid date \"" +
                 std::string(rest.substr(0, 7)) + "\"");
@@ -104,7 +105,8 @@ Expected<void> checkIqn(std::string_view name) {
     }
     for (const char c : label) {
       if (!isAlnum(c) && c != '-') {
-        return fail("IQN " + printableQuoted(name) + " has a naming authority that is not a "
+        return fail("IQN " + printableQuoted(name) +
+                    " has a naming authority that is not a "
                     "reversed domain name");
       }
     }
@@ -166,8 +168,8 @@ std::optional<std::vector<std::uint16_t>> parseGroups(std::string_view text, boo
   std::size_t start = 0;
   while (true) {
     const std::size_t colon = text.find(':', start);
-    const std::string_view group =
-        text.substr(start, colon == std::string_view::npos ? std::string_view::npos : colon - start);
+    const std::string_view group = text.substr(
+        start, colon == std::string_view::npos ? std::string_view::npos : colon - start);
     if (colon == std::string_view::npos && mayEndInIpv4 && group.find('.') != group.npos) {
       const auto v4 = parseIpv4(group);
       if (!v4) {
@@ -344,7 +346,8 @@ Expected<std::string> canonicalIpAddress(std::string_view text) {
   }
   if (text.find(':') != std::string_view::npos) {
     if (text.find('%') != std::string_view::npos) {
-      return fail("IPv6 address " + printableQuoted(text) + " has a zone, which portals cannot use");
+      return fail("IPv6 address " + printableQuoted(text) +
+                  " has a zone, which portals cannot use");
     }
     if (const auto v6 = parseIpv6(text)) {
       return formatIpv6(*v6);
@@ -402,7 +405,8 @@ Expected<Portal> parseTargetAddress(std::string_view text) {
       port = after.substr(1);
     }
     if (host.find(':') == std::string_view::npos) {
-      return fail("TargetAddress " + printableQuoted(rest) + " has brackets around a non-IPv6 address");
+      return fail("TargetAddress " + printableQuoted(rest) +
+                  " has brackets around a non-IPv6 address");
     }
   } else if (const std::size_t colon = hostPort.find(':'); colon != std::string_view::npos) {
     if (hostPort.find(':', colon + 1) != std::string_view::npos) {

@@ -41,11 +41,10 @@ std::vector<MissingPath> findMissingPaths(std::span<const DiscoveredTarget> disc
     if (!target.provenReachable()) {
       continue;
     }
-    const bool covered =
-        std::any_of(kernelPaths.begin(), kernelPaths.end(), [&](const Path &path) {
-          return iequals(path.targetIqn, target.targetIqn) && samePortal(path.portal, target.portal) &&
-                 (target.netdev.empty() || path.netdev == target.netdev);
-        });
+    const bool covered = std::any_of(kernelPaths.begin(), kernelPaths.end(), [&](const Path &path) {
+      return iequals(path.targetIqn, target.targetIqn) && samePortal(path.portal, target.portal) &&
+             (target.netdev.empty() || path.netdev == target.netdev);
+    });
     if (!covered) {
       missing.push_back({target.targetIqn, target.portal, target.netdev});
     }

@@ -20,8 +20,8 @@ class ProbeInitiatorNameFile : public ::testing::Test {
 protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
-           ("pk-initiatorname-" + std::string(
-                                      ::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("pk-initiatorname-" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -54,7 +54,9 @@ TEST_F(ProbeInitiatorNameFile, NamesTheFileWhenItIsMissingOrWrong) {
 }
 
 DiscoveryRequest goodRequest() {
-  return {{"10.200.1.20", 3260, 1}, "", "iqn.2024-01.org.pathkeeper.test:pathkeeper-probe",
+  return {{"10.200.1.20", 3260, 1},
+          "",
+          "iqn.2024-01.org.pathkeeper.test:pathkeeper-probe",
           std::chrono::milliseconds(5000)};
 }
 

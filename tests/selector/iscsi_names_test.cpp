@@ -38,10 +38,10 @@ TEST(ValidateIscsiName, AcceptsExactly223BytesAndNoMore) {
 }
 
 TEST(ValidateIscsiName, RejectsCharactersOutsideTheRfcSet) {
-  for (const std::string &bad : std::vector<std::string>{"iqn.2001-04.com.example:disk 1", "iqn.2001-04.com.example:a_b",
-                                "iqn.2001-04.com.example:a/b", "iqn.2001-04.com.example:\xc3\xa9",
-                                std::string("iqn.2001-04.com.example:a\0b", 27),
-                                "iqn.2001-04.com.example:$(reboot)"}) {
+  for (const std::string &bad : std::vector<std::string>{
+           "iqn.2001-04.com.example:disk 1", "iqn.2001-04.com.example:a_b",
+           "iqn.2001-04.com.example:a/b", "iqn.2001-04.com.example:\xc3\xa9",
+           std::string("iqn.2001-04.com.example:a\0b", 27), "iqn.2001-04.com.example:$(reboot)"}) {
     EXPECT_THAT(errorOf(validateIscsiName(bad)), HasSubstr("has a character outside")) << bad;
   }
 }
@@ -53,8 +53,9 @@ TEST(ValidateIscsiName, EscapesJunkInTheReason) {
 }
 
 TEST(ValidateIscsiName, RejectsBrokenIqnDates) {
-  for (const char *bad : {"iqn.2001-13.com.example", "iqn.2001-00.com.example", "iqn.01-04.com.example",
-                          "iqn.2001-4.com.example", "iqn.2001.com.example", "iqn.", "iqn.2001-04"}) {
+  for (const char *bad :
+       {"iqn.2001-13.com.example", "iqn.2001-00.com.example", "iqn.01-04.com.example",
+        "iqn.2001-4.com.example", "iqn.2001.com.example", "iqn.", "iqn.2001-04"}) {
     EXPECT_FALSE(validateIscsiName(bad)) << bad;
   }
   EXPECT_THAT(errorOf(validateIscsiName("iqn.2001-13.com.example")), HasSubstr("invalid date"));
@@ -103,9 +104,9 @@ TEST(CanonicalIpAddress, WritesIpv6AsRfc5952Does) {
 }
 
 TEST(CanonicalIpAddress, RejectsMalformedIpv6) {
-  for (const char *bad : {":::", "1::2::3", "12345::", "1:2:3:4:5:6:7:8:9", "1:2:3:4:5:6:7",
-                          "::1.2.3", "1.2.3.4::", "g::1", ":1::", "1:2:3:4:5:6:7:8::",
-                          "fe80::1%eth0"}) {
+  for (const char *bad :
+       {":::", "1::2::3", "12345::", "1:2:3:4:5:6:7:8:9", "1:2:3:4:5:6:7", "::1.2.3",
+        "1.2.3.4::", "g::1", ":1::", "1:2:3:4:5:6:7:8::", "fe80::1%eth0"}) {
     EXPECT_FALSE(canonicalIpAddress(bad)) << bad;
   }
   EXPECT_THAT(errorOf(canonicalIpAddress("fe80::1%eth0")), HasSubstr("zone"));
@@ -236,13 +237,15 @@ TEST(FindMissingPaths, IgnoresAdvertisedPortalsTheProbeDidNotReach) {
 TEST(FindMissingPaths, MatchesNamesCaseInsensitivelyAndAddressesCanonically) {
   const std::vector<DiscoveredTarget> found = {
       discovered("iqn.2001-04.com.example:t1", "fd00::20", "eth1")};
-  const std::vector<Path> kernel = {session("IQN.2001-04.COM.EXAMPLE:T1", "FD00:0:0::20", "eth1", 9)};
+  const std::vector<Path> kernel = {
+      session("IQN.2001-04.COM.EXAMPLE:T1", "FD00:0:0::20", "eth1", 9)};
   EXPECT_TRUE(findMissingPaths(found, kernel).empty());
 }
 
 TEST(FindMissingPaths, AnUnboundProbeIsCoveredBySessionOnAnyNic) {
   const std::vector<DiscoveredTarget> found = {discovered(kUpper20, "10.10.1.20", "")};
-  EXPECT_TRUE(findMissingPaths(found, std::vector<Path>{session(kUpper20, "10.10.1.20", "eth2")}).empty());
+  EXPECT_TRUE(
+      findMissingPaths(found, std::vector<Path>{session(kUpper20, "10.10.1.20", "eth2")}).empty());
   // ...but an unbound session does not prove that a given NIC has its path.
   const std::vector<DiscoveredTarget> bound = {discovered(kUpper20, "10.10.1.20", "eth1")};
   EXPECT_EQ(findMissingPaths(bound, std::vector<Path>{session(kUpper20, "10.10.1.20", "")}).size(),
