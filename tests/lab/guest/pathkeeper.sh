@@ -114,3 +114,59 @@ pk_grammar_check() {
     local tool=$1 alias=$2
     "$tool" table "$(dmsetup table "$alias")" && "$tool" status "$(dmsetup status "$alias")"
 }
+
+# pk_variant_conf N: a config that makes the planner use variant N's
+# selector, grouping and features for the Xserve LUNs. Each variant is one
+# corner of the table grammar the kernel must accept and echo unchanged.
+pk_variant_conf() {
+    local device
+    case $1 in
+    1) device='selector = "round-robin"
+no_path_retry = "fail"' ;;
+    2) device='selector = "queue-length"
+no_path_retry = "queue"
+pg_init_retries = 5
+pg_init_delay_msecs = 0' ;;
+    3) device='selector = "service-time"
+grouping = "failover"
+hardware_handler = "alua"
+retain_attached_hw_handler = true' ;;
+    4) device='selector = "historical-service-time"
+queue_mode = "bio"' ;;
+    *) return 1 ;;
+    esac
+    cat "${LAB_DIR%/tests/lab}/tests/data/config/xserve.conf"
+    printf '\n[[device]]\nvendor = "APPLE"\nproduct = "Xserve RAID"\n%s\n' "$device"
+}
+
+# pk_grammar_variants CTL TOOL: for each variant, plan from the live paths,
+# load the upper map into the kernel, require the kernel's table echo to be
+# our table word for word, parse the kernel's table and status with our
+# parsers, read through the map, and remove it.
+pk_grammar_variants() {
+    local ctl=$1 tool=$2 v plan table alias
+    for v in 1 2 3 4; do
+        lab_step "grammar variant $v"
+        if ((v == 4)); then
+            # Loaded, the planner sees it in /sys/module and uses it; absent,
+            # the plan falls back to service-time and says so in its notes.
+            modprobe dm_historical_service_time 2>/dev/null ||
+                lab_log "this kernel has no dm_historical_service_time"
+        fi
+        pk_variant_conf "$v" >"$LAB_RUN/variant-$v.conf"
+        plan=$LAB_RUN/variant-$v.json
+        lab_check "variant $v: pathkeeperctl plan" pk_plan "$ctl" "$LAB_RUN/variant-$v.conf" "$plan" || return 1
+        lab_save "variant-$v.json" "$plan"
+        table=$(jq -r '.maps[] | select(.alias == "xserve-upper") | .table' "$plan")
+        lab_log "variant $v notes: $(jq -c '.maps[] | select(.alias == "xserve-upper") | .notes' "$plan")"
+        alias=pk-grammar-$v
+        lab_check "variant $v: kernel loads our table: $table" \
+            dmsetup create "$alias" --uuid "mpath-grammar-$v" --table "$table" || return 1
+        lab_check "variant $v: kernel echoes the table word for word" pk_kernel_echo_matches "$alias" "$table"
+        lab_check "variant $v: our parsers read the kernel's table and status" pk_grammar_check "$tool" "$alias"
+        dmsetup mknodes "$alias" >/dev/null 2>&1 || true
+        lab_check "variant $v: 1 MiB reads through the map" \
+            dd if="/dev/mapper/$alias" of=/dev/null bs=1M count=1 iflag=direct status=none
+        lab_check "variant $v: remove the map" dmsetup remove --retry "$alias"
+    done
+}
