@@ -33,7 +33,8 @@ lab_check() {
 }
 
 # lab_wait SECS DESCRIPTION COMMAND...: polls every 0.5 s until the command
-# succeeds; fails with the description when time runs out.
+# succeeds; fails with the description when time runs out. The command is run
+# on every poll, so pass a function, never a "$(...)" (expanded only once).
 lab_wait() {
     local secs=$1 desc=$2; shift 2
     local deadline=$((SECONDS + secs)) start=$SECONDS

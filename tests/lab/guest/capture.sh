@@ -19,6 +19,8 @@ capture_sysfs() {
     lab_step "capture: sysfs into ${1:-the results share}"
     rm -rf "$dest"
     mkdir -p "$dest"
+    CAPTURE_DEST=$dest
+    declare -gA CAPTURE_DONE=()
     local -A dirs=()
     local link c rel target
     for c in "${CAPTURE_CLASSES[@]}"; do
@@ -46,7 +48,6 @@ capture_sysfs() {
             p=${p%/*}
         done
     done
-    find "$dest" -name .captured -delete
     local n
     n=$(find "$dest" -type f | wc -l)
     lab_log "captured ${#trees[@]} device trees, $n files, $(du -sh "$dest" | cut -f1)"
@@ -60,7 +61,7 @@ capture_sysfs() {
 _capture_host_of() {
     local p=$1
     while [[ $p == /sys/devices/* ]]; do
-        [[ $(basename "$p") =~ ^host[0-9]+$ ]] && { echo "$p"; return; }
+        [[ ${p##*/} =~ ^host[0-9]+$ && -d $p/scsi_host ]] && { echo "$p"; return; }
         p=${p%/*}
     done
     echo "$1"
@@ -72,34 +73,38 @@ _capture_link() {
     ln -sfn "$(readlink "$link")" "$dest/$rel"
 }
 
+# cp -a keeps symlinks as symlinks and reads sysfs files to EOF (their
+# st_size is a dummy 4096). Attributes that cannot be read (write-only: EACCES;
+# EIO, EINVAL) are dropped: cp reports them and may leave an empty copy.
+_capture_cp() {  # _capture_cp DEST_DIR SOURCE...
+    local dest=$1 err line f; shift
+    err=$(cp -a -t "$dest" -- "$@" 2>&1 >/dev/null) || true
+    [[ -z $err ]] && return 0
+    while IFS= read -r line; do
+        case $line in
+        "cp: error reading '"*) f=${line#"cp: error reading '"}; f=${f%%"':"*} ;;
+        *) continue ;;
+        esac
+        rm -f -- "$CAPTURE_DEST/${f#/sys/}"
+    done <<<"$err"
+}
+
+# A parent directory: its own attributes and links, not its subdirectories.
 _capture_dir_files() {
-    local dir=$1 dest=$2 f rel
-    rel=${dir#/sys/}
-    [[ -d $dest/$rel && -f $dest/$rel/.captured ]] && return 0
+    local dir=$1 dest=$2 rel=${1#/sys/} f files=()
+    [[ -n ${CAPTURE_DONE[$rel]:-} ]] && return 0
+    CAPTURE_DONE[$rel]=1
     mkdir -p "$dest/$rel"
     for f in "$dir"/*; do
-        _capture_entry "$f" "$dest"
+        [[ -L $f || -f $f ]] && files+=("$f")
     done
+    ((${#files[@]})) && _capture_cp "$dest/$rel" "${files[@]}"
+    return 0
 }
 
 _capture_tree() {
-    local dir=$1 dest=$2 f
-    _capture_dir_files "$dir" "$dest"
-    for f in "$dir"/*; do
-        [[ -d $f && ! -L $f ]] && _capture_tree "$f" "$dest"
-    done
-    touch "$dest/${dir#/sys/}/.captured"
-}
-
-_capture_entry() {
-    local f=$1 dest=$2 rel=${1#/sys/}
-    if [[ -L $f ]]; then
-        ln -sfn "$(readlink "$f")" "$dest/$rel"
-    elif [[ -f $f ]]; then
-        [[ -r $f ]] && [[ $(stat -c %A "$f") == -r* ]] || return 0
-        # Skip attributes that fail to read (EIO, EINVAL ...).
-        if ! cat "$f" >"$dest/$rel" 2>/dev/null; then
-            rm -f "$dest/$rel"
-        fi
-    fi
+    local dir=$1 dest=$2 rel=${1#/sys/}
+    CAPTURE_DONE[$rel]=1
+    mkdir -p "$dest/${rel%/*}"
+    _capture_cp "$dest/${rel%/*}" "$dir"
 }

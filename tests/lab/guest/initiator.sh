@@ -62,6 +62,10 @@ ini_sessions_in_state() {
     echo "$n"
 }
 
+# ini_sessions_are N STATE: exactly N sessions are in STATE (for lab_wait:
+# the count must be taken on every poll, not once when the call is made).
+ini_sessions_are() { [[ $(ini_sessions_in_state "$2") -eq $1 ]]; }
+
 # ini_sdev_session SDX: the iSCSI session above an sd device (bash builtins
 # only: every fork costs ~0.1 s under TCG).
 ini_sdev_session() {
@@ -97,7 +101,7 @@ ini_sdev_for() {
 # Waits for N sessions LOGGED_IN and N sd devices with a wwid.
 ini_wait_paths() {
     local n=$1
-    lab_wait 60 "$n sessions LOGGED_IN" test "$(ini_sessions_in_state LOGGED_IN)" -eq "$n"
+    lab_wait 60 "$n sessions LOGGED_IN" ini_sessions_are "$n" LOGGED_IN
     lab_wait 60 "$n iSCSI sd devices" ini_have_sdevs "$n"
     udevadm settle --timeout=30 || true
     ini_paths

@@ -170,3 +170,62 @@ pk_grammar_variants() {
         lab_check "variant $v: remove the map" dmsetup remove --retry "$alias"
     done
 }
+
+# pk_dm_state MAP DEV: A or F for one path in dmsetup status.
+pk_dm_state() {
+    dmsetup status "$1" | awk -v d="$2" '{ for (i = 1; i < NF; i++) if ($i == d) { print $(i + 1); exit } }'
+}
+
+# pk_demo CTL: the README's demo inside the xserve guest. Plans from the
+# live paths, loads the maps, shows them as dmsetup and multipath-tools see
+# them, then cuts eth1 under I/O and brings it back.
+pk_demo() {
+    local ctl=$1 conf plan sd dev
+    conf="${LAB_DIR%/tests/lab}/tests/data/config/xserve.conf"
+    plan=$LAB_RUN/plan.json
+
+    lab_step "demo 1: pathkeeperctl plan on the guest's live iSCSI paths"
+    lab_check "plan" pk_plan "$ctl" "$conf" "$plan" || return 1
+    "$ctl" plan --inventory "$LAB_RUN/inventory.toml" --config "$conf" --config-dir /nonexistent \
+        --bindings "$LAB_RUN/bindings"
+
+    lab_step "demo 2: load exactly those tables into dm-multipath"
+    lab_check "maps xserve-upper and xserve-lower planned" \
+        test "$(jq -r '[.maps[].alias] | join(",")' "$plan")" = "xserve-lower,xserve-upper"
+    lab_check "load the planned maps" pk_load_maps "$plan" || return 1
+    dmsetup ls --target multipath
+    local a
+    for a in xserve-upper xserve-lower; do
+        echo "--- $a"
+        dmsetup info -c --noheadings -o name,uuid "$a"
+        dmsetup table "$a"
+        dmsetup status "$a"
+        lab_check "$a: the kernel echoes our table" \
+            pk_kernel_echo_matches "$a" "$(jq -r --arg a "$a" '.maps[] | select(.alias == $a) | .table' "$plan")"
+    done
+    echo "--- multipath-tools reads pathkeeper's maps (DM UUID mpath-<wwid>):"
+    multipath -ll 2>/dev/null || true
+
+    lab_step "demo 3: cut eth1 under I/O on xserve-upper"
+    sd=$(jq -r '.maps[] | select(.alias == "xserve-upper") | .groups[0].paths[] | select(.netdev == "eth1") | .device' "$plan")
+    dev=$(<"/sys/block/$sd/dev")
+    dd if=/dev/urandom of="$LAB_RUN/demo-pattern" bs=1M count=16 status=none
+    dd if="$LAB_RUN/demo-pattern" of=/dev/mapper/xserve-upper bs=256k oflag=direct conv=fsync status=none &
+    local io=$! rc=0
+    sleep 1
+    fault_link_cut eth1
+    wait "$io" || rc=$?
+    lab_check "the write completed through the eth2 path (dd exit $rc)" test "$rc" -eq 0
+    dmsetup status xserve-upper
+    lab_check "$sd ($dev, via eth1) is F in dm" test "$(pk_dm_state xserve-upper "$dev")" = F
+    lab_check "data reads back intact" cmp -n $((16 << 20)) "$LAB_RUN/demo-pattern" /dev/mapper/xserve-upper
+
+    lab_step "demo 4: restore eth1; reinstate (pathkeeperd will do this itself, issue #5)"
+    fault_link_restore eth1
+    lab_wait 90 "4 sessions LOGGED_IN again" test "$(ini_sessions_in_state LOGGED_IN)" -eq 4
+    lab_wait 30 "$sd running again" grep -qx running "/sys/block/$sd/device/state"
+    dmsetup message xserve-upper 0 reinstate_path "$dev"
+    dmsetup status xserve-upper
+    lab_check "$sd is A again" test "$(pk_dm_state xserve-upper "$dev")" = A
+    lab_check "remove the maps" pk_remove_maps "$plan"
+}

@@ -8,6 +8,9 @@
 # args: routing=policy|host32|none (default policy)
 #       smoke    dm-multipath by hand: I/O, cut eth1, failover, restore
 #       failed   cut eth1 and leave its sessions FAILED (for a capture)
+#       grammar  pathkeeper's tables in the real kernel (needs ctl= and tool=)
+#       demo     the README's demo: plan, load, fail over (needs ctl=)
+#       ctl=PATH pathkeeperctl; tool=PATH dm_grammar_check
 
 XS_SWITCH=mds-gw
 declare -A XS_PWWN=([upper]=5000393000a1b001 [lower]=5000393000a1b002)
@@ -91,6 +94,8 @@ scenario_run() {
         case $a in
         smoke) xs_smoke ;;
         failed) xs_failed ;;
+        grammar) pk_grammar_variants "$(xs_arg ctl "" "$@")" "$(xs_arg tool "" "$@")" ;;
+        demo) pk_demo "$(xs_arg ctl "" "$@")" ;;
         esac
     done
 }
@@ -108,7 +113,7 @@ xs_failed() {
     fault_link_cut eth1
     ini_trace_states 30 &
     local trace=$!
-    lab_wait 60 "2 sessions FAILED" test "$(ini_sessions_in_state FAILED)" -eq 2
+    lab_wait 60 "2 sessions FAILED" ini_sessions_are 2 FAILED
     lab_check "2 sessions still LOGGED_IN" test "$(ini_sessions_in_state LOGGED_IN)" -eq 2
     ini_paths
     kill "$trace" 2>/dev/null || true
@@ -211,7 +216,7 @@ xs_smoke() {
     fault_link_restore eth1
     ini_trace_states 120 &
     local trace=$!
-    lab_wait 120 "4 sessions LOGGED_IN again" test "$(ini_sessions_in_state LOGGED_IN)" -eq 4
+    lab_wait 120 "4 sessions LOGGED_IN again" ini_sessions_are 4 LOGGED_IN
     kill "$trace" 2>/dev/null || true
     lab_wait 30 "$sd_a running again" grep -qx running "/sys/block/$sd_a/device/state"
     lab_check "reinstate_path $dev_a" dmsetup message "$XS_MAP" 0 reinstate_path "$dev_a"
