@@ -1,5 +1,6 @@
 // pathkeeperctl: the command-line client. This stage offers `plan`, which
-// shows the maps pathkeeper would build, offline.
+// shows the maps pathkeeper would build from the live sysfs, a captured sysfs
+// tree or an inventory file.
 
 #include "config_files.hpp"
 #include "inventory_file.hpp"
@@ -7,6 +8,7 @@
 #include "names.hpp"
 #include "plan.hpp"
 #include "plan_output.hpp"
+#include "sysfs_inventory.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -28,7 +30,9 @@ Commands:
   help      Print this help
 
 plan options:
-  --inventory FILE   Paths to plan for, as [[path]] tables (TOML)
+  --sysfs-root DIR   Read the kernel's iSCSI paths from this sysfs tree (default /sys;
+                     a tree captured in the VM lab works offline)
+  --inventory FILE   Paths to plan for, as [[path]] tables (TOML), instead of sysfs
   --config FILE      Main config file (default /etc/pathkeeper/pathkeeper.conf)
   --config-dir DIR   Drop-in directory (default /etc/pathkeeper/pathkeeper.conf.d)
   --bindings FILE    User-friendly name bindings (default /etc/multipath/bindings);
@@ -40,6 +44,8 @@ Exit status: 0 on success, 1 on bad input or a failed read, 2 on bad usage.
 
 struct PlanOptions {
   std::optional<std::filesystem::path> inventory;
+  std::filesystem::path sysfsRoot{"/sys"};
+  bool verbose = false;
   std::filesystem::path config{daemon::kDefaultConfigFile};
   std::filesystem::path configDir{daemon::kDefaultDropInDir};
   std::filesystem::path bindings{"/etc/multipath/bindings"};
@@ -51,17 +57,29 @@ int usageError(const std::string &message) {
   return 2;
 }
 
+Expected<std::vector<selector::Path>> inventoryPaths(const PlanOptions &options) {
+  if (options.inventory) {
+    PK_TRY(text, daemon::readConfigFile(*options.inventory));
+    return daemon::parseInventory(text, options.inventory->string());
+  }
+  PK_TRY(inventory, daemon::SysfsInventory(options.sysfsRoot).scan());
+  // Incomplete paths still go to the planner, which skips those it cannot
+  // use; say why here, since the plan only knows what is missing.
+  for (const auto &[device, path] : inventory.paths) {
+    for (const auto &problem : path.problems) {
+      std::cerr << "pathkeeperctl: warning: " << device << ": " << problem << "\n";
+    }
+  }
+  if (options.verbose) {
+    for (const auto &[device, reason] : inventory.ignored) {
+      std::cerr << "pathkeeperctl: " << device << " ignored: " << reason << "\n";
+    }
+  }
+  return inventory.plannerPaths();
+}
+
 int runPlan(const PlanOptions &options) {
-  if (!options.inventory) {
-    // Live discovery from sysfs arrives with the inventory scanner.
-    return usageError("plan needs --inventory FILE");
-  }
-  auto text = daemon::readConfigFile(*options.inventory);
-  if (!text) {
-    std::cerr << "pathkeeperctl: " << text.error() << "\n";
-    return 1;
-  }
-  auto paths = daemon::parseInventory(*text, options.inventory->string());
+  auto paths = inventoryPaths(options);
   if (!paths) {
     std::cerr << "pathkeeperctl: " << paths.error() << "\n";
     return 1;
@@ -100,8 +118,10 @@ int runPlan(const PlanOptions &options) {
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::size_t i = 0;
+  bool verbose = false;
   while (i < args.size() && (args[i] == "-v" || args[i] == "--verbose")) {
-    ++i; // accepted everywhere; plan has nothing more to say yet
+    verbose = true;
+    ++i;
   }
   if (i == args.size()) {
     return usageError("missing command");
@@ -119,6 +139,8 @@ int main(int argc, char **argv) {
     return usageError("unknown command '" + command + "'");
   }
   PlanOptions options;
+  options.verbose = verbose;
+  bool sysfsRootGiven = false;
   for (; i < args.size(); ++i) {
     const std::string &arg = args[i];
     auto value = [&]() -> std::optional<std::string> {
@@ -129,14 +151,19 @@ int main(int argc, char **argv) {
     };
     if (arg == "--json") {
       options.json = true;
-    } else if (arg == "--inventory" || arg == "--config" || arg == "--config-dir" ||
-               arg == "--bindings") {
+    } else if (arg == "-v" || arg == "--verbose") {
+      options.verbose = true;
+    } else if (arg == "--inventory" || arg == "--sysfs-root" || arg == "--config" ||
+               arg == "--config-dir" || arg == "--bindings") {
       auto v = value();
       if (!v) {
         return usageError(arg + " needs a value");
       }
       if (arg == "--inventory") {
         options.inventory = *v;
+      } else if (arg == "--sysfs-root") {
+        options.sysfsRoot = *v;
+        sysfsRootGiven = true;
       } else if (arg == "--config") {
         options.config = *v;
       } else if (arg == "--config-dir") {
@@ -147,6 +174,9 @@ int main(int argc, char **argv) {
     } else {
       return usageError("unknown option '" + arg + "' for plan");
     }
+  }
+  if (options.inventory && sysfsRootGiven) {
+    return usageError("--inventory and --sysfs-root are two sources of paths; give one");
   }
   return runPlan(options);
 }
