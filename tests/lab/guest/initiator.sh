@@ -98,11 +98,12 @@ ini_sdev_for() {
     ini_paths | awk -v t="$1" -v p="$2:3260" 'index($4, t) && $5 == p { print $1 }'
 }
 
-# Waits for N sessions LOGGED_IN and N sd devices with a wwid.
+# ini_wait_paths SESSIONS [SDEVS]: waits for SESSIONS sessions LOGGED_IN and
+# SDEVS (default: SESSIONS) iSCSI sd devices.
 ini_wait_paths() {
-    local n=$1
+    local n=$1 d=${2:-$1}
     lab_wait 60 "$n sessions LOGGED_IN" ini_sessions_are "$n" LOGGED_IN
-    lab_wait 60 "$n iSCSI sd devices" ini_have_sdevs "$n"
+    lab_wait 60 "$d iSCSI sd devices" ini_have_sdevs "$d"
     udevadm settle --timeout=30 || true
     ini_paths
 }

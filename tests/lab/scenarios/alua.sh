@@ -49,16 +49,17 @@ scenario_setup() {
             ini_login "$(al_iqn "$c" "$p")" "$p" "${AL_IFACE[$p]}"
         done
     done
-    ini_wait_paths 8
+    ini_wait_paths 4 8
 }
 
-# al_expect: for each sd device, the access_state the target configured.
+# al_check_states: every sd device shows the access_state the target set.
 al_check_states() {
-    local line sd target wwid c l want got bad=0
+    local sd target wwid c l want got bad=0
     while read -r sd _ _ target _ _ wwid; do
         c=a; [[ $target == *"${AL_PWWN[b]}" ]] && c=b
-        l=$(<"/sys/block/$sd/device/lun" 2>/dev/null) || l=$(basename "$(readlink -f "/sys/block/$sd/device")" | awk -F: '{print $4}')
-        l=lun$l
+        # The LUN is the last field of the SCSI address (H:C:T:L).
+        l=$(readlink -f "/sys/block/$sd/device")
+        l=lun${l##*:}
         [[ ${AL_STATE[$l.$c]} == 0 ]] && want=active/optimized || want=active/non-optimized
         got=$(<"/sys/block/$sd/device/access_state")
         lab_log "$sd ctrl $c $l $wwid: access_state $got (want $want), dh_state $(<"/sys/block/$sd/device/dh_state")"
