@@ -1358,7 +1358,9 @@ std::vector<DeviceEntry> builtinDevices() {
     xserve.vendor = "^APPLE$";
     xserve.product = "^Xserve RAID";
     xserve.policy.grouping = GroupingPolicy::Multibus;
-    xserve.policy.hwHandler = std::string();
+    // The hardware handler stays "auto": the array itself reports no ALUA,
+    // but a gateway or an emulation in front of it may, and then the kernel
+    // attaches scsi_dh_alua whatever the table says.
     xserve.origin = "built-in";
     devices.push_back(std::move(xserve));
   }

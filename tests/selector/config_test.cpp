@@ -712,12 +712,15 @@ TEST(ConfigSchema, UnsetDefaultsAreDocumentedAsUnset) {
 
 // --------------------------------------------------------------- built-ins
 
-TEST(BuiltinDevices, XserveRaidIsMultibusWithoutHandler) {
+TEST(BuiltinDevices, XserveRaidIsMultibusWithTheHandlerLeftToDetection) {
   Config config = builtinConfig();
   auto device = deviceFor(config, "APPLE   ", "Xserve RAID     ");
   ASSERT_TRUE(device.has_value());
   EXPECT_EQ((*device)->policy.grouping, GroupingPolicy::Multibus);
-  EXPECT_EQ((*device)->policy.hwHandler, "");
+  // Unset, so "auto" applies: none for the real array, alua when something
+  // in front of it reports ALUA and the kernel attaches the handler anyway.
+  EXPECT_EQ((*device)->policy.hwHandler, std::nullopt);
+  EXPECT_EQ(policyFor(config, "3600", "APPLE", "Xserve RAID").hwHandler, kAutoHwHandler);
   EXPECT_EQ((*device)->origin, "built-in");
   EXPECT_EQ(policyFor(config, "3600", "APPLE", "Xserve RAID").grouping, GroupingPolicy::Multibus);
 }

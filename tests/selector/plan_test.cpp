@@ -169,6 +169,19 @@ TEST(PlanMaps, GroupsAluaPathsByPortGroupWithTheOptimizedFirstAndAluaHandler) {
   EXPECT_NE(plan.maps[0].table.find(" 1 alua 2 1 "), std::string::npos) << plan.maps[0].table;
 }
 
+TEST(PlanMaps, GivesAnXserveThatReportsAluaTheAluaHandler) {
+  // An emulated or gateway-fronted Xserve whose LUNs report ALUA: the kernel
+  // attaches scsi_dh_alua anyway, so the table must say so.
+  auto paths = xservePaths();
+  for (auto &path : paths) {
+    path.alua = AluaState::ActiveOptimized;
+  }
+  auto plan = planMaps(paths, xserveConfig());
+  ASSERT_EQ(plan.maps.size(), 2U);
+  EXPECT_EQ(plan.maps[1].table, "0 2097152 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 "
+                                "2 2 8:16 1 1 8:48 1 1");
+}
+
 TEST(PlanMaps, ReportsAnAliasTwoMapsWouldShare) {
   auto config = xserveConfig();
   config.controllers[1].alias = "xserve-upper";
