@@ -7,7 +7,18 @@
 
 namespace pathkeeper::selector {
 
-std::vector<std::string> renderFeatureArgs(const Features &features) {
+Features kernelEffective(Features features) {
+  if (features.queueMode == QueueMode::Bio) {
+    features.retainAttachedHwHandler = true;
+  }
+  if (features.queueMode == QueueMode::Rq || features.queueMode == QueueMode::Mq) {
+    features.queueMode = QueueMode::Default;
+  }
+  return features;
+}
+
+std::vector<std::string> renderFeatureArgs(const Features &requested) {
+  const Features features = kernelEffective(requested);
   std::vector<std::string> args;
   if (features.queueIfNoPath) {
     args.emplace_back("queue_if_no_path");
@@ -31,13 +42,8 @@ std::vector<std::string> renderFeatureArgs(const Features &features) {
     args.emplace_back("bio");
     break;
   case QueueMode::Rq:
-    args.emplace_back("queue_mode");
-    args.emplace_back("rq");
-    break;
   case QueueMode::Mq:
-    args.emplace_back("queue_mode");
-    args.emplace_back("mq");
-    break;
+    break; // the request-based default: kernelEffective dropped it
   }
   return args;
 }

@@ -20,8 +20,15 @@ inline constexpr unsigned kMinPgInitRetries = 1;
 inline constexpr unsigned kMaxPgInitRetries = 50;
 inline constexpr unsigned kMaxPgInitDelayMsecs = 60000;
 
+/// @brief The features as the kernel holds them once loaded: bio-based maps
+/// always retain the attached hardware handler (they cannot manage scsi_dh
+/// themselves), and "rq"/"mq" are the request-based default the kernel never
+/// prints. Seen in the VM lab on 6.1; see dm-mpath.c alloc_multipath_stage2.
+Features kernelEffective(Features features);
+
 /// @brief The feature words without the leading count, in the order the
 /// kernel prints them back, so a rendered table compares equal to its echo.
+/// Renders kernelEffective(features).
 std::vector<std::string> renderFeatureArgs(const Features &features);
 
 /// @brief "<count> <args...>", e.g. "1 queue_if_no_path" or "0".

@@ -218,7 +218,8 @@ Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings,
     features.queueMode = policy.queueMode;
     features.retainAttachedHwHandler = policy.retainAttachedHwHandler;
     auto reconciled = reconcileFeatures(features, policy.noPathRetry);
-    spec.features = reconciled.features;
+    // What the kernel will report back, so a live map compares equal.
+    spec.features = kernelEffective(reconciled.features);
     for (auto &note : reconciled.notes) {
       planned.notes.push_back(std::move(note));
     }

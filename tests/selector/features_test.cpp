@@ -20,6 +20,24 @@ TEST(Features, RendersInTheOrderTheKernelPrintsThem) {
                                       "retain_attached_hw_handler queue_mode bio");
 }
 
+// Both seen in the VM lab: a bio-based map echoes retain_attached_hw_handler
+// even when the table did not ask for it, and "queue_mode mq" (or "rq") is
+// the request-based default the kernel never prints.
+TEST(Features, RendersWhatTheKernelWillEchoForBioAndRequestBasedModes) {
+  Features bio;
+  bio.queueIfNoPath = true;
+  bio.queueMode = QueueMode::Bio;
+  EXPECT_EQ(renderFeatures(bio), "4 queue_if_no_path retain_attached_hw_handler queue_mode bio");
+  EXPECT_TRUE(kernelEffective(bio).retainAttachedHwHandler);
+
+  Features mq;
+  mq.queueMode = QueueMode::Mq;
+  EXPECT_EQ(renderFeatures(mq), "0");
+  mq.queueMode = QueueMode::Rq;
+  EXPECT_EQ(renderFeatures(mq), "0");
+  EXPECT_EQ(kernelEffective(mq).queueMode, QueueMode::Default);
+}
+
 TEST(Features, ParsesCaseInsensitivelyLikeTheKernel) {
   auto parsed = parseFeatures("3 QUEUE_IF_NO_PATH queue_mode MQ");
   ASSERT_TRUE(parsed) << parsed.error();
