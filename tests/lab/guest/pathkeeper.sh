@@ -1,75 +1,13 @@
 # pathkeeper in the guest: plan from the guest's real iSCSI paths with
-# pathkeeperctl, load exactly those tables into the kernel, and check what the
-# kernel prints back. Functions are prefixed pk_.
-#
-# pk_inventory writes the inventory from sysfs with shell; it stands in for
-# the daemon's own sysfs scanner (issue #4) so the selector's tables can meet
-# the real kernel today.
+# pathkeeperctl (its own sysfs scanner on the live /sys), load exactly those
+# tables into the kernel, and check what the kernel prints back. Functions
+# are prefixed pk_.
 
-# pk_wwid SDX: the multipath WWID ("3" + NAA hex) from the kernel's wwid
-# attribute, which reads "naa.<hex>" for NAA designators.
-pk_wwid() {
-    local w
-    w=$(<"/sys/block/$1/device/wwid")
-    case $w in
-    naa.*) echo "3${w#naa.}" ;;
-    eui.*) echo "2${w#eui.}" ;;
-    *) echo "$w" | tr -s ' ' '_' ;;
-    esac
-}
-
-# pk_inventory FILE: one [[path]] per iSCSI sd device.
-pk_inventory() {
-    local out=$1 b sd dev s c host netdev iface
-    : >"$out"
-    for b in /sys/block/sd*; do
-        [[ -e $b ]] || continue
-        sd=${b##*/}
-        dev=$(readlink -f "$b/device") || continue
-        s=$dev
-        while [[ $s == /sys/* && ${s##*/} != session* ]]; do s=${s%/*}; done
-        [[ ${s##*/} == session* ]] || continue
-        c=("$s"/connection*/iscsi_connection/connection*)
-        s=/sys/class/iscsi_session/${s##*/}
-        iface=$(<"$s/ifacename")
-        netdev=$(iscsiadm -m iface -I "$iface" 2>/dev/null | awk -F' = ' '$1 == "iface.net_ifacename" { print $2 }')
-        [[ $netdev == "<empty>" ]] && netdev=
-        cat >>"$out" <<TOML
-[[path]]
-device = "$sd"
-devt = "$(<"$b/dev")"
-wwid = "$(pk_wwid "$sd")"
-vendor = "$(xargs <"$b/device/vendor")"
-product = "$(xargs <"$b/device/model")"
-size = $(<"$b/size")
-target = "$(<"$s/targetname")"
-portal = "$(<"${c[0]}/persistent_address"):$(<"${c[0]}/persistent_port"),$(<"$s/tpgt")"
-iface = "$iface"
-netdev = "$netdev"
-session = ${s##*session}
-state = "$(pk_path_state "$sd" "$s")"
-
-TOML
-    done
-}
-
-# The path state a checker would report right now: up when the session is
-# logged in and the SCSI device is running.
-pk_path_state() {
-    if [[ $(<"/sys/block/$1/device/state") == running && $(<"$2/state") == LOGGED_IN ]]; then
-        echo up
-    else
-        echo down
-    fi
-}
-
-# pk_plan CTL CONFIG OUT_JSON: pathkeeperctl plan on the live inventory.
+# pk_plan CTL CONFIG OUT_JSON: pathkeeperctl plan on the live /sys.
 pk_plan() {
     local ctl=$1 config=$2 out=$3
-    pk_inventory "$LAB_RUN/inventory.toml"
-    lab_save inventory.toml "$LAB_RUN/inventory.toml"
-    "$ctl" plan --inventory "$LAB_RUN/inventory.toml" --config "$config" \
-        --config-dir /nonexistent --bindings "$LAB_RUN/bindings" --json >"$out"
+    "$ctl" plan --sysfs-root /sys --config "$config" --config-dir /nonexistent \
+        --bindings "$LAB_RUN/bindings" --json >"$out"
 }
 
 # pk_load_maps PLAN_JSON: dmsetup create every planned map, with the DM UUID
@@ -98,6 +36,15 @@ pk_kernel_echo_matches() {
         lab_log "ours:   $2"
         return 1
     fi
+}
+
+# pk_reinstate_failed MAP: reinstate every path dm shows as F, and log it.
+pk_reinstate_failed() {
+    local dev
+    for dev in $(dmsetup status "$1" | awk '{ for (i = 1; i < NF; i++) if ($(i + 1) == "F") print $i }'); do
+        lab_log "$1: path $dev is F right after creation; reinstate_path $dev"
+        dmsetup message "$1" 0 reinstate_path "$dev"
+    done
 }
 
 # pk_remove_maps PLAN_JSON
@@ -139,12 +86,27 @@ queue_mode = "bio"' ;;
     printf '\n[[device]]\nvendor = "APPLE"\nproduct = "Xserve RAID"\n%s\n' "$device"
 }
 
+# pk_mask_multipath_uevent_check: masks multipath-tools' 56-dm-mpath.rules
+# the way an admin overrides a packaged rule (/etc/udev/rules.d -> /dev/null).
+# Bisected in this lab: its `multipath -U` runs on every fresh mpath- map and
+# races the kernel's first scsi_dh_alua activation, and every path of the new
+# map fails within a second, with no SCSI error logged. Without that one rule
+# the paths stay active. multipathd reinstates such paths from its checker;
+# pathkeeper's own udev rules take this rule's place in owner mode (issue #7).
+pk_mask_multipath_uevent_check() {
+    mkdir -p /etc/udev/rules.d
+    ln -sf /dev/null /etc/udev/rules.d/56-dm-mpath.rules
+    udevadm control --reload
+    lab_log "masked 56-dm-mpath.rules (multipath -U) in the guest"
+}
+
 # pk_grammar_variants CTL TOOL: for each variant, plan from the live paths,
 # load the upper map into the kernel, require the kernel's table echo to be
 # our table word for word, parse the kernel's table and status with our
 # parsers, read through the map, and remove it.
 pk_grammar_variants() {
     local ctl=$1 tool=$2 v plan table alias
+    pk_mask_multipath_uevent_check
     for v in 1 2 3 4; do
         lab_step "grammar variant $v"
         if ((v == 4)); then
@@ -166,7 +128,8 @@ pk_grammar_variants() {
         lab_check "variant $v: our parsers read the kernel's table and status" pk_grammar_check "$tool" "$alias"
         dmsetup mknodes "$alias" >/dev/null 2>&1 || true
         lab_check "variant $v: 1 MiB reads through the map" \
-            dd if="/dev/mapper/$alias" of=/dev/null bs=1M count=1 iflag=direct status=none
+            timeout 30 dd if="/dev/mapper/$alias" of=/dev/null bs=1M count=1 iflag=direct status=none
+        dmsetup message "$alias" 0 fail_if_no_path >/dev/null 2>&1 || true
         lab_check "variant $v: remove the map" dmsetup remove --retry "$alias"
     done
 }
@@ -186,12 +149,13 @@ pk_demo() {
 
     lab_step "demo 1: pathkeeperctl plan on the guest's live iSCSI paths"
     lab_check "plan" pk_plan "$ctl" "$conf" "$plan" || return 1
-    "$ctl" plan --inventory "$LAB_RUN/inventory.toml" --config "$conf" --config-dir /nonexistent \
+    "$ctl" plan --sysfs-root /sys --config "$conf" --config-dir /nonexistent \
         --bindings "$LAB_RUN/bindings"
 
     lab_step "demo 2: load exactly those tables into dm-multipath"
     lab_check "maps xserve-upper and xserve-lower planned" \
         test "$(jq -r '[.maps[].alias] | join(",")' "$plan")" = "xserve-lower,xserve-upper"
+    pk_mask_multipath_uevent_check
     lab_check "load the planned maps" pk_load_maps "$plan" || return 1
     dmsetup ls --target multipath
     local a
