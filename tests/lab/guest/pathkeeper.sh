@@ -139,6 +139,9 @@ pk_dm_state() {
     dmsetup status "$1" | awk -v d="$2" '{ for (i = 1; i < NF; i++) if ($i == d) { print $(i + 1); exit } }'
 }
 
+# pk_path_is MAP DEV STATE
+pk_path_is() { [[ $(pk_dm_state "$1" "$2") == "$3" ]]; }
+
 # pk_demo CTL: the README's demo inside the xserve guest. Plans from the
 # live paths, loads the maps, shows them as dmsetup and multipath-tools see
 # them, then cuts eth1 under I/O and brings it back.
@@ -173,20 +176,23 @@ pk_demo() {
     lab_step "demo 3: cut eth1 under I/O on xserve-upper"
     sd=$(jq -r '.maps[] | select(.alias == "xserve-upper") | .groups[0].paths[] | select(.netdev == "eth1") | .device' "$plan")
     dev=$(<"/sys/block/$sd/dev")
-    dd if=/dev/urandom of="$LAB_RUN/demo-pattern" bs=1M count=16 status=none
-    dd if="$LAB_RUN/demo-pattern" of=/dev/mapper/xserve-upper bs=256k oflag=direct conv=fsync status=none &
+    dd if=/dev/urandom of="$LAB_RUN/demo-pattern" bs=1M count=64 status=none
+    dd if="$LAB_RUN/demo-pattern" of=/dev/mapper/xserve-upper bs=64k oflag=direct conv=fsync status=none &
     local io=$! rc=0
     sleep 1
     fault_link_cut eth1
+    # The iSCSI NOP-out timer notices the dead link, the session fails, and
+    # dm-multipath fails the path and retries its I/O on the other one.
+    lab_wait 60 "$sd ($dev, via eth1) is F in dm" pk_path_is xserve-upper "$dev" F
     wait "$io" || rc=$?
     lab_check "the write completed through the eth2 path (dd exit $rc)" test "$rc" -eq 0
     dmsetup status xserve-upper
-    lab_check "$sd ($dev, via eth1) is F in dm" test "$(pk_dm_state xserve-upper "$dev")" = F
-    lab_check "data reads back intact" cmp -n $((16 << 20)) "$LAB_RUN/demo-pattern" /dev/mapper/xserve-upper
+    lab_check "data written during the cut reads back intact" \
+        cmp -n $((64 << 20)) "$LAB_RUN/demo-pattern" /dev/mapper/xserve-upper
 
     lab_step "demo 4: restore eth1; reinstate (pathkeeperd will do this itself, issue #5)"
     fault_link_restore eth1
-    lab_wait 90 "4 sessions LOGGED_IN again" test "$(ini_sessions_in_state LOGGED_IN)" -eq 4
+    lab_wait 90 "4 sessions LOGGED_IN again" ini_sessions_are 4 LOGGED_IN
     lab_wait 30 "$sd running again" grep -qx running "/sys/block/$sd/device/state"
     dmsetup message xserve-upper 0 reinstate_path "$dev"
     dmsetup status xserve-upper
