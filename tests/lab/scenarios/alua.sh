@@ -4,7 +4,8 @@
 # LUN 1 the other way round, so each map has two priority groups.
 # 4 sessions (2 controllers x 2 portals), 8 sd devices, 2 WWIDs.
 #
-# args: (none)
+# args: plan     pathkeeperctl plan --json vs multipath -v3 -d (needs ctl=)
+#       ctl=PATH pathkeeperctl
 
 AL_SWITCH=mds-gw
 declare -A AL_PWWN=([a]=500a098100c0de01 [b]=500a098100c0de02)
@@ -81,4 +82,15 @@ scenario_run() {
     lab_check "4 optimized and 4 non-optimized paths" \
         test "$(cat /sys/block/sd*/device/access_state | sort | uniq -c | awk '{print $1}' | xargs)" = "4 4"
     sg_rtpg -d "/dev/$(printf '%s\n' "$paths" | awk 'NR == 1 {print $1}')" 2>&1 | lab_save sg_rtpg.txt || true
+    local a
+    for a; do
+        case $a in
+        plan) pc_alua_plan "$(al_arg ctl "$@")" ;;
+        esac
+    done
+}
+
+al_arg() {  # al_arg NAME ARGS...: value of NAME=... in the args
+    local name=$1 a; shift
+    for a; do [[ $a == "$name="* ]] && { echo "${a#*=}"; return; }; done
 }

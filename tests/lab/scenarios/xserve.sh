@@ -10,6 +10,7 @@
 #       failed   cut eth1 and leave its sessions FAILED (for a capture)
 #       grammar  pathkeeper's tables in the real kernel (needs ctl= and tool=)
 #       demo     the README's demo: plan, load, fail over (needs ctl=)
+#       plan     pathkeeperctl plan --json vs multipath -v3 -d (needs ctl=)
 #       ctl=PATH pathkeeperctl; tool=PATH dm_grammar_check
 
 XS_SWITCH=mds-gw
@@ -96,6 +97,7 @@ scenario_run() {
         failed) xs_failed ;;
         grammar) pk_grammar_variants "$(xs_arg ctl "" "$@")" "$(xs_arg tool "" "$@")" ;;
         demo) pk_demo "$(xs_arg ctl "" "$@")" ;;
+        plan) pc_xserve_plan "$(xs_arg ctl "" "$@")" ;;
         esac
     done
 }
