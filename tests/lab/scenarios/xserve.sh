@@ -11,6 +11,7 @@
 #       grammar  pathkeeper's tables in the real kernel (needs ctl= and tool=)
 #       demo     the README's demo: plan, load, fail over (needs ctl=)
 #       plan     pathkeeperctl plan --json vs multipath -v3 -d (needs ctl=)
+#       faults   every fault helper once, each checked and undone
 #       ctl=PATH pathkeeperctl; tool=PATH dm_grammar_check
 
 XS_SWITCH=mds-gw
@@ -98,6 +99,7 @@ scenario_run() {
         grammar) pk_grammar_variants "$(xs_arg ctl "" "$@")" "$(xs_arg tool "" "$@")" ;;
         demo) pk_demo "$(xs_arg ctl "" "$@")" ;;
         plan) pc_xserve_plan "$(xs_arg ctl "" "$@")" ;;
+        faults) xs_faults ;;
         esac
     done
 }
@@ -229,4 +231,70 @@ xs_smoke() {
     lab_check "both paths still A after I/O" test "$(dm_path_state "$XS_MAP" "$dev_a")$(dm_path_state "$XS_MAP" "$dev_b")" = AA
     dmsetup status "$XS_MAP" | lab_save smoke-dmsetup-status.txt
     lab_check "dmsetup remove $XS_MAP" dmsetup remove "$XS_MAP"
+}
+
+# --- faults: every fault helper once, each with its undo ---------------------
+
+xs_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# xs_rtt_ms PORTAL NIC: one ping's round trip in whole ms, bound to NIC (two
+# NICs share the subnet, so an unbound ping may leave by the other one).
+xs_rtt_ms() {
+    busybox ping -c1 -W5 -I "$2" "$1" 2>/dev/null | sed -n 's/.*time=\([0-9]*\).*/\1/p' | head -1
+}
+xs_rtt_at_least() { local r; r=$(xs_rtt_ms "$1" "$2"); [[ -n $r ]] && ((r >= $3)); }
+xs_rtt_below() { local r; r=$(xs_rtt_ms "$1" "$2"); [[ -n $r ]] && ((r < $3)); }
+xs_read_ok() { dd if="/dev/$1" of=/dev/null bs=4k count=1 iflag=direct status=none 2>/dev/null; }
+xs_block_is() { cmp -s -n 4096 <(dd if="/dev/$1" bs=4k count=1 iflag=direct status=none) "$2"; }
+not() { ! "$@"; }
+xs_read_fails() { ! timeout 60 dd if="/dev/$1" of=/dev/null bs=4k count=1 iflag=direct status=none 2>/dev/null; }
+
+xs_faults() {
+    local sd_u20 sd_l20 t0 ms
+    sd_u20=$(ini_sdev_for "${XS_PWWN[upper]}" 10.10.1.20)
+    sd_l20=$(ini_sdev_for "${XS_PWWN[lower]}" 10.10.1.20)
+
+    lab_step "faults 1: blackhole portal 10.10.1.20 in the target namespace"
+    fault_portal_blackhole 10.10.1.20
+    lab_wait 60 "the 2 sessions to 10.10.1.20 leave LOGGED_IN" ini_sessions_are 2 LOGGED_IN
+    fault_portal_restore 10.10.1.20
+    lab_wait 90 "4 sessions LOGGED_IN after the portal is restored" ini_sessions_are 4 LOGGED_IN
+    lab_wait 30 "$sd_u20 reads again" xs_read_ok "$sd_u20"
+
+    lab_step "faults 2: offline a SCSI device"
+    fault_sdev_offline "$sd_u20"
+    lab_check "$sd_u20 state is offline" grep -qx offline "/sys/block/$sd_u20/device/state"
+    lab_check "I/O to the offline $sd_u20 fails" xs_read_fails "$sd_u20"
+    fault_sdev_online "$sd_u20"
+    lab_check "I/O to $sd_u20 works once it is running again" xs_read_ok "$sd_u20"
+
+    lab_step "faults 3: netem delay on the target side of eth2"
+    fault_netem sw2 delay 300ms
+    lab_check "the round trip to 10.10.1.21 via eth2 is at least 300 ms" xs_rtt_at_least 10.10.1.21 eth2 300
+    fault_tc_clear sw2
+    lab_check "the delay is gone once cleared" xs_rtt_below 10.10.1.21 eth2 300
+
+    lab_step "faults 4: htb rate limit on eth1 (8 Mbit/s)"
+    fault_rate eth1 8mbit
+    # A lower bound only: 4 MiB cannot cross an 8 Mbit/s link in under ~4 s,
+    # however busy the machine is.
+    t0=$(xs_ms)
+    lab_check "write 4 MiB to $sd_u20 through the shaped eth1" \
+        dd if=/dev/zero of="/dev/$sd_u20" bs=256k count=16 oflag=direct status=none
+    ms=$(($(xs_ms) - t0))
+    lab_log "4 MiB through 8 Mbit/s took ${ms} ms"
+    lab_check "the shaped write took at least 3 s (${ms} ms)" test "$ms" -ge 3000
+    fault_tc_clear eth1
+
+    lab_step "faults 5: remove a LUN on the target"
+    dd if=/dev/urandom of="$LAB_RUN/lun-block" bs=4k count=1 status=none
+    lab_check "write a marker block to $sd_l20" \
+        dd if="$LAB_RUN/lun-block" of="/dev/$sd_l20" bs=4k count=1 oflag=direct status=none
+    lab_check "the marker reads back before the removal" xs_block_is "$sd_l20" "$LAB_RUN/lun-block"
+    fault_lun_remove "$(xs_iqn lower 10.10.1.20)" 0
+    # LIO answers for a missing LUN 0 with its read-only virtual LUN 0, so
+    # reads still complete: the data is no longer the LUN's, and writes fail.
+    lab_check "$sd_l20 no longer returns the LUN's data" not xs_block_is "$sd_l20" "$LAB_RUN/lun-block"
+    lab_check "writes to $sd_l20 fail once its LUN is gone" \
+        not timeout 60 dd if="$LAB_RUN/lun-block" of="/dev/$sd_l20" bs=4k count=1 oflag=direct status=none
 }
