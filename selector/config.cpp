@@ -1,5 +1,7 @@
 #include "config.hpp"
 
+#include "name_table.hpp"
+
 // toml++ 3.3 asserts preconditions that malformed input can break: "[[=" or
 // "[[[1]]]" reach parse_key() on a character that is no key start (fixed
 // upstream in marzer/tomlplusplus#301). With asserts on that aborts; with
@@ -34,27 +36,6 @@ namespace pathkeeper::selector {
 namespace {
 
 using std::chrono::milliseconds;
-
-template <typename Enum, std::size_t N>
-std::optional<Enum> lookup(const std::array<std::pair<Enum, std::string_view>, N> &table,
-                           std::string_view text) {
-  for (const auto &[value, name] : table) {
-    if (name == text) {
-      return value;
-    }
-  }
-  return std::nullopt;
-}
-
-template <typename Enum, std::size_t N>
-std::string_view nameOf(const std::array<std::pair<Enum, std::string_view>, N> &table, Enum value) {
-  for (const auto &[candidate, name] : table) {
-    if (candidate == value) {
-      return name;
-    }
-  }
-  return "invalid";
-}
 
 template <typename Enum, std::size_t N>
 std::string joinNames(const std::array<std::pair<Enum, std::string_view>, N> &table) {

@@ -1,5 +1,7 @@
 #include "model.hpp"
 
+#include "name_table.hpp"
+
 #include <array>
 #include <charconv>
 #include <utility>
@@ -7,27 +9,6 @@
 namespace pathkeeper::selector {
 
 namespace {
-
-template <typename Enum, std::size_t N>
-std::optional<Enum> lookup(const std::array<std::pair<Enum, std::string_view>, N> &table,
-                           std::string_view text) {
-  for (const auto &[value, name] : table) {
-    if (name == text) {
-      return value;
-    }
-  }
-  return std::nullopt;
-}
-
-template <typename Enum, std::size_t N>
-std::string_view nameOf(const std::array<std::pair<Enum, std::string_view>, N> &table, Enum value) {
-  for (const auto &[candidate, name] : table) {
-    if (candidate == value) {
-      return name;
-    }
-  }
-  return "invalid";
-}
 
 constexpr std::array<std::pair<PathState, std::string_view>, 7> pathStateNames{{
     {PathState::Unknown, "unknown"},

@@ -1,5 +1,7 @@
 #include "vpd.hpp"
 
+#include "vpd_pages.hpp"
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -13,37 +15,13 @@ namespace pathkeeper::selector {
 namespace {
 
 using namespace std::string_view_literals;
-using Bytes = std::vector<std::uint8_t>;
+using pathkeeper::testing::Bytes;
+using pathkeeper::testing::descriptor;
+using pathkeeper::testing::hex;
+using pathkeeper::testing::page;
 
 Bytes text(std::string_view s) {
   return {s.begin(), s.end()};
-}
-
-Bytes hex(std::string_view digits) {
-  Bytes out;
-  for (std::size_t i = 0; i + 1 < digits.size(); i += 2) {
-    out.push_back(
-        static_cast<std::uint8_t>(std::stoul(std::string(digits.substr(i, 2)), nullptr, 16)));
-  }
-  return out;
-}
-
-// byte1 carries PIV, association and designator type, as on the wire.
-Bytes descriptor(std::uint8_t byte0, std::uint8_t byte1, const Bytes &value) {
-  Bytes out{byte0, byte1, 0, static_cast<std::uint8_t>(value.size())};
-  out.insert(out.end(), value.begin(), value.end());
-  return out;
-}
-
-Bytes page(std::uint8_t code, std::initializer_list<Bytes> parts) {
-  Bytes body;
-  for (const auto &part : parts) {
-    body.insert(body.end(), part.begin(), part.end());
-  }
-  Bytes out{0, code, static_cast<std::uint8_t>(body.size() >> 8U),
-            static_cast<std::uint8_t>(body.size() & 0xffU)};
-  out.insert(out.end(), body.begin(), body.end());
-  return out;
 }
 
 // Logical-unit designators of each kind the preference order knows.
