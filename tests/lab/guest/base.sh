@@ -66,8 +66,9 @@ lab_boot() {
     mountpoint -q /dev/pts || mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
     mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm
     mount -t tmpfs -o mode=0755 tmpfs /run
-    mount -t tmpfs -o mode=1777 tmpfs /tmp
-    mount -t tmpfs -o mode=0755 tmpfs /var/tmp
+    # No tmpfs over /tmp or /var/tmp: the overlay's tmpfs upper layer already
+    # keeps the guest's writes private, and a fresh mount would hide a
+    # checkout or build tree that lives there (CI clones into any folder).
     ln -sfn /proc/self/fd /dev/fd
     ln -sfn /proc/self/fd/0 /dev/stdin
     ln -sfn /proc/self/fd/1 /dev/stdout
