@@ -29,7 +29,7 @@ check "one group per map (Xserve is multibus)" test "$(j '[.maps[].groups | leng
 check "each map has one path through each portal" \
   test "$(j '[.maps[1].groups[0].paths[].portal] | join(",")')" = "10.10.1.20:3260,1,10.10.1.21:3260,1"
 check "exact table for xserve-upper" \
-  test "$(j '.maps[1].table')" = "0 524288 multipath 1 queue_if_no_path 0 1 1 service-time 0 2 2 8:0 1 1 8:16 1 1"
+  test "$(j '.maps[1].table')" = "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:0 1 1 8:16 1 1"
 check "DM UUID is mpath-<wwid>" test "$(j '.maps[1].dm_uuid')" = "mpath-$(j '.maps[1].wwid')"
 check "no warnings" test "$(j '.warnings | length')" = 0
 check "plan does not write the bindings file" test ! -e "$work/bindings"
@@ -68,7 +68,7 @@ for scenario in xserve xserve-failed; do
   check "$scenario: paths are bound to eth1 (portal .20) and eth2 (portal .21)" \
     test "$(j '[.maps[].groups[].paths[] | .portal[0:10] + "=" + .netdev] | unique | join(" ")')" = "10.10.1.20=eth1 10.10.1.21=eth2"
   check "$scenario: sysfs plan gives the inventory's table for xserve-upper" \
-    test "$(j '.maps[1].table')" = "0 524288 multipath 1 queue_if_no_path 0 1 1 service-time 0 2 2 8:0 1 1 8:16 1 1"
+    test "$(j '.maps[1].table')" = "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:0 1 1 8:16 1 1"
   check "$scenario: no warnings, nothing skipped, nothing on stderr" \
     test "$(j '(.warnings | length) + (.skipped | length)')" = 0 -a ! -s "$work/err"
 done
