@@ -35,11 +35,14 @@ install_packages() {
   ((rc == 0)) || die "apt-get failed (exit $rc) installing: ${missing[*]}"
 }
 
-# Configures and builds one tree. Extra args go to cmake.
+# Configures and builds one tree. Extra args go to cmake; BUILD_TARGETS
+# (space-separated) limits the build to those targets.
 build_tree() {
   local dir=$1
   shift
   cmake -S "$PATHKEEPER_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$dir.configure.log" 2>&1 ||
     { cat "$dir.configure.log"; die "cmake configure of $dir failed"; }
-  cmake --build "$dir" -j"$(nproc)" || die "build of $dir failed"
+  local targets=()
+  for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+  cmake --build "$dir" -j"$(nproc)" "${targets[@]}" || die "build of $dir failed"
 }

@@ -26,20 +26,37 @@ inline Bytes hex(std::string_view digits) {
 /// @brief A designation descriptor; byte1 carries PIV, association and
 /// designator type, as on the wire.
 inline Bytes descriptor(std::uint8_t byte0, std::uint8_t byte1, const Bytes &value) {
-  Bytes out{byte0, byte1, 0, static_cast<std::uint8_t>(value.size())};
-  out.insert(out.end(), value.begin(), value.end());
+  // Built with push_back: GCC 12 at -O2 misreports insert() after a braced
+  // initializer as an out-of-bounds memcpy (-Warray-bounds).
+  Bytes out;
+  out.reserve(4 + value.size());
+  out.push_back(byte0);
+  out.push_back(byte1);
+  out.push_back(0);
+  out.push_back(static_cast<std::uint8_t>(value.size()));
+  for (auto byte : value) {
+    out.push_back(byte);
+  }
   return out;
 }
 
 /// @brief A whole page: 4-byte header with the page code and length, then parts.
 inline Bytes page(std::uint8_t code, std::initializer_list<Bytes> parts) {
-  Bytes body;
+  std::size_t length = 0;
   for (const auto &part : parts) {
-    body.insert(body.end(), part.begin(), part.end());
+    length += part.size();
   }
-  Bytes out{0, code, static_cast<std::uint8_t>(body.size() >> 8U),
-            static_cast<std::uint8_t>(body.size() & 0xffU)};
-  out.insert(out.end(), body.begin(), body.end());
+  Bytes out;
+  out.reserve(4 + length);
+  out.push_back(0);
+  out.push_back(code);
+  out.push_back(static_cast<std::uint8_t>(length >> 8U));
+  out.push_back(static_cast<std::uint8_t>(length & 0xffU));
+  for (const auto &part : parts) {
+    for (auto byte : part) {
+      out.push_back(byte);
+    }
+  }
   return out;
 }
 
