@@ -1277,6 +1277,20 @@ std::string toString(NoPathRetry retry) {
   return std::to_string(retry.count);
 }
 
+std::string toString(Failback failback) {
+  switch (failback.kind) {
+  case Failback::Kind::Immediate:
+    return "immediate";
+  case Failback::Kind::Manual:
+    return "manual";
+  case Failback::Kind::Followover:
+    return "followover";
+  case Failback::Kind::Deferred:
+    break;
+  }
+  return std::to_string(failback.delay.count());
+}
+
 std::span<const ConfigTable> configTables() {
   return tables;
 }

@@ -86,8 +86,44 @@ struct HealthSettings {
   std::chrono::milliseconds flapWindow{60000};
   std::chrono::milliseconds flapRecovery{30000};     ///< initial hold-down
   std::chrono::milliseconds flapRecoveryMax{600000}; ///< hold-down cap
+  /// Fail a path as soon as a SendTargets probe over its (NIC, portal) pair
+  /// fails, before the iSCSI layer's NOP-out timers notice.
+  bool proactiveFailover = false;
 
   bool operator==(const HealthSettings &) const = default;
+};
+
+/// @brief When a map goes back to its preferred (highest-priority) group.
+struct Failback {
+  enum class Kind {
+    Immediate,  ///< as soon as a path of a better group is usable again
+    Manual,     ///< never by itself; SwitchGroup or `pathkeeperctl switch-group`
+    Followover, ///< only when the group's first path comes back and the active
+                ///< group has lost none (multipathd's followover)
+    Deferred,   ///< after the better group has been usable for `delay`
+  } kind = Kind::Immediate;
+  std::chrono::seconds delay{0}; ///< only for Kind::Deferred
+
+  bool operator==(const Failback &) const = default;
+};
+
+/// @brief "immediate", "manual", "followover" or the number of seconds.
+std::string toString(Failback failback);
+
+/// @brief The [discovery] table: the SendTargets probes the daemon and
+/// `pathkeeperctl discover` run.
+struct DiscoverySettings {
+  /// Portals to probe besides those the kernel's sessions already use.
+  std::vector<Portal> portals;
+  /// NICs to probe from; empty means every NIC an iSCSI session is bound
+  /// to, or none (routing chooses) when no session is bound.
+  std::vector<std::string> nics;
+  std::chrono::milliseconds probeInterval{30000}; ///< 0 disables periodic probes
+  std::chrono::milliseconds probeTimeout{5000};
+  /// The probe's initiator name; empty means the host's plus ":pathkeeper-probe".
+  std::string initiatorName;
+
+  bool operator==(const DiscoverySettings &) const = default;
 };
 
 /// @brief The [defaults] table.
@@ -104,6 +140,7 @@ struct Defaults {
   std::optional<unsigned> pgInitDelayMsecs; ///< unset: no pg_init_delay_msecs feature
   QueueMode queueMode = QueueMode::Default;
   bool retainAttachedHwHandler = false;
+  Failback failback;
   HealthSettings health;
 
   bool operator==(const Defaults &) const = default;
@@ -159,6 +196,7 @@ struct Config {
   std::vector<ControllerRule> controllers;
   std::vector<DeviceEntry> devices; ///< user entries first (latest layer first), then built-ins
   std::vector<MapOverride> maps;
+  DiscoverySettings discovery;
   /// Where each [defaults]/[health] value was last set ("health.flap_window"
   /// -> "file:line:column"), so that validateConfig can name the file.
   std::map<std::string, std::string, std::less<>> keyOrigins;
