@@ -1,0 +1,2 @@
+#pragma once
+// Placeholder: written in the pathkeeperd work (issue #5).

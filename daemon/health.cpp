@@ -1,0 +1,1 @@
+// Placeholder: written in the pathkeeperd work (issue #5).
