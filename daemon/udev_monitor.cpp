@@ -1,0 +1,100 @@
+#include "udev_monitor.hpp"
+
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
+
+#include <libudev.h>
+#include <sys/sysmacros.h>
+
+namespace pathkeeper::daemon {
+namespace {
+
+std::string orEmpty(const char *text) {
+  return text != nullptr ? std::string(text) : std::string();
+}
+
+std::string property(udev_device *device, const char *name) {
+  return orEmpty(udev_device_get_property_value(device, name));
+}
+
+} // namespace
+
+struct UdevMonitor::Handles {
+  udev *context = nullptr;
+  udev_monitor *monitor = nullptr;
+
+  ~Handles() {
+    if (monitor != nullptr) {
+      udev_monitor_unref(monitor);
+    }
+    if (context != nullptr) {
+      udev_unref(context);
+    }
+  }
+};
+
+bool udevdRunning(const std::string &runDir) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::path(runDir) / "control", ec);
+}
+
+UdevMonitor::UdevMonitor(EventSource source) : handles_(std::make_unique<Handles>()) {
+  handles_->context = udev_new();
+  if (handles_->context == nullptr) {
+    throw std::system_error(errno, std::generic_category(), "udev_new");
+  }
+  handles_->monitor = udev_monitor_new_from_netlink(
+      handles_->context, source == EventSource::Udev ? "udev" : "kernel");
+  if (handles_->monitor == nullptr) {
+    throw std::system_error(errno, std::generic_category(), "udev_monitor_new_from_netlink");
+  }
+  for (const char *subsystem :
+       {"block", "scsi", "iscsi_session", "iscsi_connection", "iscsi_host"}) {
+    int rc = udev_monitor_filter_add_match_subsystem_devtype(handles_->monitor, subsystem, nullptr);
+    if (rc < 0) {
+      throw std::system_error(-rc, std::generic_category(),
+                              std::string("udev monitor filter ") + subsystem);
+    }
+  }
+  // A burst of path events at login must not overflow the socket.
+  (void)udev_monitor_set_receive_buffer_size(handles_->monitor, 16 * 1024 * 1024);
+  int rc = udev_monitor_enable_receiving(handles_->monitor);
+  if (rc < 0) {
+    throw std::system_error(-rc, std::generic_category(), "udev_monitor_enable_receiving");
+  }
+}
+
+UdevMonitor::~UdevMonitor() = default;
+UdevMonitor::UdevMonitor(UdevMonitor &&) noexcept = default;
+UdevMonitor &UdevMonitor::operator=(UdevMonitor &&) noexcept = default;
+
+int UdevMonitor::fd() const {
+  return udev_monitor_get_fd(handles_->monitor);
+}
+
+std::vector<DeviceEvent> UdevMonitor::receive() {
+  std::vector<DeviceEvent> events;
+  // The socket is non-blocking: receive_device returns nullptr once drained.
+  while (udev_device *device = udev_monitor_receive_device(handles_->monitor)) {
+    DeviceEvent ev;
+    ev.event.action = parseUdevAction(orEmpty(udev_device_get_action(device)));
+    ev.event.subsystem = orEmpty(udev_device_get_subsystem(device));
+    ev.event.devpath = orEmpty(udev_device_get_devpath(device));
+    ev.sysname = orEmpty(udev_device_get_sysname(device));
+    ev.devtype = orEmpty(udev_device_get_devtype(device));
+    dev_t num = udev_device_get_devnum(device);
+    if (num != 0) {
+      ev.devnum = std::to_string(major(num)) + ":" + std::to_string(minor(num));
+    }
+    ev.dmAction = property(device, "DM_ACTION");
+    ev.dmPath = property(device, "DM_PATH");
+    ev.dmName = property(device, "DM_NAME");
+    ev.dmUuid = property(device, "DM_UUID");
+    udev_device_unref(device);
+    events.push_back(std::move(ev));
+  }
+  return events;
+}
+
+} // namespace pathkeeper::daemon

@@ -1,0 +1,65 @@
+#pragma once
+
+// The kernel's device events, through libudev: the subsystems the inventory
+// and the health engine care about, as values. The loop watches fd() and
+// calls receive() when it is readable.
+
+#include "sysfs_inventory.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct udev;
+struct udev_monitor;
+
+namespace pathkeeper::daemon {
+
+/// @brief One received event: what the inventory needs, plus the
+/// device-mapper fields of a dm uevent.
+struct DeviceEvent {
+  UdevEvent event; ///< action, subsystem, devpath
+  std::string sysname;
+  std::string devtype;
+  std::string devnum; ///< "8:16"; empty when the device has none
+  /// DM_ACTION of a dm path event ("PATH_FAILED", "PATH_REINSTATED"), with
+  /// DM_PATH (the path's "major:minor") and DM_NAME; empty for other events.
+  std::string dmAction;
+  std::string dmPath;
+  std::string dmName;
+  std::string dmUuid; ///< DM_UUID, when udev's dm rules ran
+};
+
+/// @brief Where events come from.
+enum class EventSource {
+  Udev,   ///< after udevd's rules ran (device nodes exist)
+  Kernel, ///< straight from the kernel; for hosts without udevd
+};
+
+/// @brief True when udevd is running (its control socket exists under @p runDir).
+bool udevdRunning(const std::string &runDir = "/run/udev");
+
+/// @brief A libudev monitor filtered to block, scsi, iscsi_session,
+/// iscsi_connection and iscsi_host. Move-only.
+class UdevMonitor {
+public:
+  /// @throws std::system_error when the netlink socket cannot be opened.
+  explicit UdevMonitor(EventSource source);
+  ~UdevMonitor();
+  UdevMonitor(UdevMonitor &&) noexcept;
+  UdevMonitor &operator=(UdevMonitor &&) noexcept;
+  UdevMonitor(const UdevMonitor &) = delete;
+  UdevMonitor &operator=(const UdevMonitor &) = delete;
+
+  /// @brief Non-blocking; readable when events are queued.
+  [[nodiscard]] int fd() const;
+  /// @brief Every event queued now (never blocks).
+  std::vector<DeviceEvent> receive();
+
+private:
+  struct Handles;
+  std::unique_ptr<Handles> handles_;
+};
+
+} // namespace pathkeeper::daemon
