@@ -1,5 +1,6 @@
 #include "config.hpp"
 
+#include "iscsi_names.hpp"
 #include "name_table.hpp"
 
 // toml++ 3.3 asserts preconditions that malformed input can break: "[[=" or
@@ -78,9 +79,12 @@ constexpr std::array<std::string_view, 6> hwHandlerNames{"auto", "none", "alua",
 // The schema. The parser accepts exactly these keys; the man page and the
 // shipped pathkeeper.conf are tested against this list.
 
-constexpr std::array<ConfigTable, 5> tables{{
+constexpr std::array<ConfigTable, 6> tables{{
     {"defaults", false, "Policy for every map, unless a [[device]] or [[map]] entry overrides it."},
     {"health", false, "Path checking and flap damping."},
+    {"discovery", false,
+     "SendTargets probes: which portals to ask, from which NICs, how often and under which "
+     "initiator name."},
     {"controller", true,
      "Rules naming the storage controller behind a path; the first rule that matches wins."},
     {"device", true, "Policy by SCSI vendor/product, searched before the built-in device table."},
@@ -125,6 +129,12 @@ constexpr ConfigKey schema[] = {
      "The map's queue_mode: default (request-based, blk-mq), bio, rq or mq.", R"("bio")"},
     {"defaults", "retain_attached_hw_handler", "boolean", "false",
      "Add the retain_attached_hw_handler feature (kernels since 4.3 retain it anyway).", "true"},
+    {"defaults", "failback", "string or integer", R"("immediate")",
+     "When a map returns to its preferred path group: \"immediate\", \"manual\", "
+     "\"followover\" (only when the group's first path returns), or after the group has been "
+     "usable for this many seconds (an integer, or a duration in whole seconds such as \"30s\", "
+     "1s..24h).",
+     R"("followover")"},
     // [health]
     {"health", "checker_interval", "duration", R"("5s")", "How often a working path is checked.",
      R"("10s")"},
@@ -143,6 +153,31 @@ constexpr ConfigKey schema[] = {
      R"("1m")"},
     {"health", "flap_recovery_max", "duration", R"("10m")",
      "The longest a shaky path is held back.", R"("1h")"},
+    {"health", "proactive_failover", "boolean", "false",
+     "Fail a path as soon as a SendTargets probe over its (NIC, portal) pair fails, before the "
+     "iSCSI NOP-out timers notice.",
+     "true"},
+    // [discovery]
+    {"discovery", "portals", "array of strings", "[]",
+     "Portals to probe besides those the kernel's sessions use: \"address\", \"address:port\" "
+     "or \"[ipv6]:port\" (IP addresses, not host names; the port defaults to 3260).",
+     R"(["10.10.1.20", "10.10.1.21:3260"])"},
+    {"discovery", "nics", "array of strings", "[]",
+     "Network interfaces to probe from; empty means every NIC an iSCSI session is bound to, or "
+     "let routing choose when none is bound.",
+     R"(["eth1", "eth2"])"},
+    {"discovery", "probe_interval", "duration", R"("30s")",
+     "How often the daemon probes every (NIC, portal) pair; \"0s\" disables periodic probes, "
+     "otherwise 1s..24h.",
+     R"("1m")"},
+    {"discovery", "probe_timeout", "duration", R"("5s")",
+     "How long one probe (connect, login, SendTargets) may take, 100ms..5m and at most "
+     "probe_interval.",
+     R"("3s")"},
+    {"discovery", "initiator_name", "string", "",
+     "The probes' initiator name (IQN, EUI or NAA); unset means the host's name from "
+     "/etc/iscsi/initiatorname.iscsi plus \":pathkeeper-probe\".",
+     R"("iqn.2024-01.org.example:host1:pathkeeper-probe")"},
     // [[controller]]
     {"controller", "target_iqn", "glob", "", "Glob over the target IQN (*, ?, [...]).",
      R"("iqn.1987-05.com.cisco:05.*.2100001b32aa0001")"},
@@ -224,13 +259,18 @@ struct DurationLimit {
   milliseconds max;
 };
 
-constexpr std::array<DurationLimit, 6> durationLimits{{
+constexpr milliseconds maxFailbackDelay{86400000};
+
+constexpr std::array<DurationLimit, 8> durationLimits{{
     {"checker_interval", milliseconds{100}, milliseconds{3600000}},
     {"failed_checker_interval", milliseconds{100}, milliseconds{3600000}},
     {"checker_timeout", milliseconds{100}, milliseconds{600000}},
     {"flap_window", milliseconds{1000}, milliseconds{86400000}},
     {"flap_recovery", milliseconds{0}, milliseconds{86400000}},
     {"flap_recovery_max", milliseconds{0}, milliseconds{86400000}},
+    // 0 disables; the 1s floor for other values is checked in probeIntervalError.
+    {"probe_interval", milliseconds{0}, milliseconds{86400000}},
+    {"probe_timeout", milliseconds{100}, milliseconds{300000}},
 }};
 
 std::optional<std::string> durationError(std::string_view key, milliseconds value) {
@@ -514,6 +554,92 @@ std::optional<std::string> portalError(std::string_view portal) {
   return std::nullopt;
 }
 
+// A [discovery] portal is probed, so it must be an address to connect to:
+// no host names (resolving would block the event loop), port 3260 unless given.
+Expected<Portal> portalFromText(std::string_view text) {
+  auto pattern = parsePortalPattern(text);
+  if (!pattern) {
+    return fail("expected \"address\", \"address:port\" or \"[ipv6]:port\", got " + quoted(text));
+  }
+  auto address = canonicalIpAddress(pattern->address);
+  if (!address) {
+    const bool hostName =
+        pattern->address.find(':') == std::string::npos &&
+        std::ranges::any_of(pattern->address, [](char c) { return asciiLower(c) >= 'g'; });
+    if (hostName) {
+      return fail(quoted(text) + " names a host; give the portal's IP address (pathkeeper " +
+                  "never resolves names)");
+    }
+    return fail(quoted(text) + ": " + address.error());
+  }
+  return Portal{*std::move(address), pattern->port.value_or(3260), 1};
+}
+
+std::string portalText(const Portal &portal) {
+  const bool v6 = portal.address.find(':') != std::string::npos;
+  return (v6 ? "[" + portal.address + "]" : portal.address) + ":" + std::to_string(portal.port);
+}
+
+// The kernel's dev_valid_name(): IFNAMSIZ (16) including the NUL, no '/',
+// ':' or blanks, not "." or "..". Non-ASCII is refused as well, so that a
+// NIC name is always safe to print.
+constexpr std::size_t maxNicLength = 15;
+
+std::optional<std::string> nicError(std::string_view nic) {
+  if (nic.empty()) {
+    return "must not be empty";
+  }
+  if (nic.size() > maxNicLength) {
+    return quoted(nic) + " is longer than " + std::to_string(maxNicLength) +
+           " characters (the kernel's IFNAMSIZ)";
+  }
+  if (nic == "." || nic == "..") {
+    return "must not be \".\" or \"..\"";
+  }
+  for (char c : nic) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte <= 0x20 || byte >= 0x7f || c == '/' || c == ':') {
+      return quoted(nic) + " is not a network interface name (no blanks, '/', ':' or " +
+             "non-ASCII characters)";
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> probeIntervalError(milliseconds interval) {
+  if (auto problem = durationError("probe_interval", interval)) {
+    return problem;
+  }
+  if (interval != milliseconds{0} && interval < milliseconds{1000}) {
+    return "must be \"0s\" (no periodic probes) or at least 1s, got " + formatDuration(interval);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> initiatorNameError(std::string_view name) {
+  if (name.empty()) {
+    return "must not be empty; leave the key out to use the host's name plus " +
+           quoted(kProbeInitiatorSuffix);
+  }
+  if (auto valid = validateIscsiName(name); !valid) {
+    return valid.error();
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> failbackDelayError(milliseconds delay) {
+  if (delay < milliseconds{1000}) {
+    return "a deferred failback must wait at least 1s; use \"immediate\" to fail back at once";
+  }
+  if (delay > maxFailbackDelay) {
+    return "must be at most " + formatDuration(maxFailbackDelay) + ", got " + formatDuration(delay);
+  }
+  if (delay.count() % 1000 != 0) {
+    return "counts whole seconds, got " + formatDuration(delay);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> hwHandlerError(std::string_view handler) {
   if (handler.empty() || std::ranges::find(hwHandlerNames, handler) != hwHandlerNames.end()) {
     return std::nullopt;
@@ -603,6 +729,10 @@ private:
                              const std::array<std::pair<Enum, std::string_view>, N> &names);
   std::optional<NoPathRetry> noPathRetry(const toml::node &node, std::string_view key);
   std::optional<SelectorKind> selector(const toml::node &node, std::string_view key);
+  std::optional<Failback> failback(const toml::node &node, std::string_view key);
+  // The strings of an array, each reported at its own position when not a string.
+  std::optional<std::vector<std::pair<std::string, const toml::node *>>>
+  strings(const toml::node &node, std::string_view key);
   // Returns the value when the check passes, and reports @p check's message
   // at the value's position otherwise.
   std::optional<std::string> checked(const toml::node &node, std::string_view key,
@@ -613,6 +743,7 @@ private:
 
   void parseDefaults(const toml::table &table);
   void parseHealth(const toml::table &table);
+  void parseDiscovery(const toml::table &table);
   void parseController(const toml::table &table, std::string_view path);
   void parseDevice(const toml::table &table, std::string_view path);
   void parseMap(const toml::table &table, std::string_view path);
@@ -765,6 +896,68 @@ std::optional<SelectorKind> DocumentParser::selector(const toml::node &node, std
   return std::nullopt;
 }
 
+std::optional<Failback> DocumentParser::failback(const toml::node &node, std::string_view key) {
+  constexpr std::string_view expected =
+      "\"immediate\", \"manual\", \"followover\", a number of seconds or a duration such as "
+      "\"30s\"";
+  std::optional<milliseconds> delay;
+  if (const auto *text = node.as_string()) {
+    const std::string &word = text->get();
+    if (word == "immediate") {
+      return Failback{Failback::Kind::Immediate, {}};
+    }
+    if (word == "manual") {
+      return Failback{Failback::Kind::Manual, {}};
+    }
+    if (word == "followover") {
+      return Failback{Failback::Kind::Followover, {}};
+    }
+    delay = parseDuration(word);
+    if (!delay) {
+      error(node.source(), key, "expected " + std::string(expected) + ", got " + quoted(word));
+      return std::nullopt;
+    }
+  } else if (const auto *seconds = node.as_integer()) {
+    if (seconds->get() < 0 || seconds->get() > maxFailbackDelay.count() / 1000) {
+      error(node.source(), key,
+            "must be between 1 and " + std::to_string(maxFailbackDelay.count() / 1000) +
+                " seconds, got " + std::to_string(seconds->get()));
+      return std::nullopt;
+    }
+    delay = milliseconds{seconds->get() * 1000};
+  } else {
+    typeError(node, key, expected);
+    return std::nullopt;
+  }
+  if (auto problem = failbackDelayError(*delay)) {
+    error(node.source(), key, *problem);
+    return std::nullopt;
+  }
+  return Failback{Failback::Kind::Deferred,
+                  std::chrono::duration_cast<std::chrono::seconds>(*delay)};
+}
+
+std::optional<std::vector<std::pair<std::string, const toml::node *>>>
+DocumentParser::strings(const toml::node &node, std::string_view key) {
+  const auto *array = node.as_array();
+  if (array == nullptr) {
+    typeError(node, key, "an array of strings");
+    return std::nullopt;
+  }
+  std::vector<std::pair<std::string, const toml::node *>> out;
+  bool ok = true;
+  std::size_t index = 0;
+  for (const auto &element : *array) {
+    std::string elementKey = std::string(key) + "[" + std::to_string(++index) + "]";
+    if (auto text = string(element, elementKey)) {
+      out.emplace_back(*std::move(text), &element);
+    } else {
+      ok = false;
+    }
+  }
+  return ok ? std::optional(std::move(out)) : std::nullopt;
+}
+
 std::optional<std::string>
 DocumentParser::checked(const toml::node &node, std::string_view key,
                         std::optional<std::string> (*check)(std::string_view)) {
@@ -862,6 +1055,10 @@ void DocumentParser::parseDefaults(const toml::table &table) {
       if (auto value = choice(node, key, "mode", modeNames)) {
         defaults.mode = *value;
       }
+    } else if (name.str() == "failback") {
+      if (auto value = failback(node, key)) {
+        defaults.failback = *value;
+      }
     } else {
       unhandled(name, key);
     }
@@ -902,6 +1099,92 @@ void DocumentParser::parseHealth(const toml::table &table) {
     } else if (n == "flap_threshold") {
       if (auto value = bounded(node, key, n)) {
         health.flapThreshold = *value;
+      }
+    } else if (n == "proactive_failover") {
+      if (auto value = boolean(node, key)) {
+        health.proactiveFailover = *value;
+      }
+    } else {
+      unhandled(name, key);
+    }
+  }
+}
+
+// A later layer's list replaces the earlier one, as any other [discovery]
+// value does: a drop-in that lists portals means exactly those. A duplicate
+// within one list is an error, since it is either a typo or a second spelling
+// of one portal ("10.10.1.20" and "10.10.1.20:3260").
+void DocumentParser::parseDiscovery(const toml::table &table) {
+  DiscoverySettings &discovery = config_.discovery;
+  for (auto &&[name, node] : table) {
+    std::string key = "discovery." + std::string(name.str());
+    if (!known("discovery", name, key)) {
+      continue;
+    }
+    remember(key, node);
+    std::string_view n = name.str();
+    if (n == "portals" || n == "nics") {
+      auto values = strings(node, key);
+      if (!values) {
+        continue;
+      }
+      std::vector<Portal> portals;
+      std::vector<std::string> nics;
+      std::vector<std::string> seen;
+      bool ok = true;
+      std::size_t index = 0;
+      for (const auto &[text, element] : *values) {
+        std::string elementKey = key + "[" + std::to_string(++index) + "]";
+        std::string identity;
+        if (n == "portals") {
+          auto portal = portalFromText(text);
+          if (!portal) {
+            error(element->source(), elementKey, portal.error());
+            ok = false;
+            continue;
+          }
+          identity = portalText(*portal);
+          portals.push_back(*std::move(portal));
+        } else {
+          if (auto problem = nicError(text)) {
+            error(element->source(), elementKey, *problem);
+            ok = false;
+            continue;
+          }
+          identity = text;
+          nics.push_back(text);
+        }
+        auto same = std::ranges::find(seen, identity);
+        if (same != seen.end()) {
+          error(element->source(), elementKey,
+                "duplicate " + std::string(n == "portals" ? "portal " : "NIC ") + quoted(identity) +
+                    " (already element " + std::to_string(same - seen.begin() + 1) + ")");
+          ok = false;
+        }
+        seen.push_back(std::move(identity));
+      }
+      if (ok) {
+        if (n == "portals") {
+          discovery.portals = std::move(portals);
+        } else {
+          discovery.nics = std::move(nics);
+        }
+      }
+    } else if (n == "probe_interval") {
+      if (auto value = duration(node, key, n)) {
+        if (auto problem = probeIntervalError(*value)) {
+          error(node.source(), key, *problem);
+        } else {
+          discovery.probeInterval = *value;
+        }
+      }
+    } else if (n == "probe_timeout") {
+      if (auto value = duration(node, key, n)) {
+        discovery.probeTimeout = *value;
+      }
+    } else if (n == "initiator_name") {
+      if (auto value = checked(node, key, initiatorNameError)) {
+        discovery.initiatorName = *value;
       }
     } else {
       unhandled(name, key);
@@ -1032,7 +1315,7 @@ void DocumentParser::parse(const toml::table &root) {
     auto table = std::ranges::find(tables, n, &ConfigTable::name);
     if (table == tables.end()) {
       error(name.source(), n,
-            "unknown table; expected [defaults], [health], [[controller]], "
+            "unknown table; expected [defaults], [health], [discovery], [[controller]], "
             "[[device]] or [[map]]");
       continue;
     }
@@ -1040,8 +1323,10 @@ void DocumentParser::parse(const toml::table &root) {
       if (const auto *values = node.as_table()) {
         if (n == "defaults") {
           parseDefaults(*values);
-        } else {
+        } else if (n == "health") {
           parseHealth(*values);
+        } else {
+          parseDiscovery(*values);
         }
       } else {
         typeError(node, n, "a table ([" + std::string(n) + "])");
@@ -1291,6 +1576,10 @@ std::string toString(Failback failback) {
   return std::to_string(failback.delay.count());
 }
 
+Expected<Portal> parsePortal(std::string_view text) {
+  return portalFromText(text);
+}
+
 std::span<const ConfigTable> configTables() {
   return tables;
 }
@@ -1489,6 +1778,48 @@ Expected<void> validateConfig(const Config &config) {
   checkPolicy(where("defaults.hardware_handler"), "defaults", defaultPolicy);
   check(where("defaults.bindings_file"), "defaults.bindings_file",
         bindingsFileError(defaults.bindingsFile));
+  if (defaults.failback.kind == Failback::Kind::Deferred) {
+    check(where("defaults.failback"), "defaults.failback",
+          failbackDelayError(std::chrono::duration_cast<milliseconds>(defaults.failback.delay)));
+  }
+
+  const DiscoverySettings &discovery = config.discovery;
+  std::vector<std::string> seenPortals;
+  for (const auto &portal : discovery.portals) {
+    // A Portal built in code must hold the canonical address a probe compares.
+    auto canonical = canonicalIpAddress(portal.address);
+    if (!canonical || *canonical != portal.address || portal.port == 0) {
+      report(where("discovery.portals"), "discovery.portals",
+             quoted(portalText(portal)) + " is not a canonical IP address and port");
+    } else if (std::ranges::find(seenPortals, portalText(portal)) != seenPortals.end()) {
+      report(where("discovery.portals"), "discovery.portals",
+             "duplicate portal " + quoted(portalText(portal)));
+    }
+    seenPortals.push_back(portalText(portal));
+  }
+  for (std::size_t i = 0; i < discovery.nics.size(); ++i) {
+    check(where("discovery.nics"), "discovery.nics", nicError(discovery.nics[i]));
+    if (std::find(discovery.nics.begin(), discovery.nics.begin() + static_cast<long>(i),
+                  discovery.nics[i]) != discovery.nics.begin() + static_cast<long>(i)) {
+      report(where("discovery.nics"), "discovery.nics",
+             "duplicate NIC " + quoted(discovery.nics[i]));
+    }
+  }
+  check(where("discovery.probe_interval"), "discovery.probe_interval",
+        probeIntervalError(discovery.probeInterval));
+  check(where("discovery.probe_timeout"), "discovery.probe_timeout",
+        durationError("probe_timeout", discovery.probeTimeout));
+  if (discovery.probeInterval != milliseconds{0} &&
+      discovery.probeTimeout > discovery.probeInterval) {
+    // Otherwise a periodic probe would start before the previous one ended.
+    report(where("discovery.probe_timeout"), "discovery.probe_timeout",
+           formatDuration(discovery.probeTimeout) + " exceeds discovery.probe_interval (" +
+               formatDuration(discovery.probeInterval) + ")");
+  }
+  if (!discovery.initiatorName.empty()) {
+    check(where("discovery.initiator_name"), "discovery.initiator_name",
+          initiatorNameError(discovery.initiatorName));
+  }
 
   // Controller rules: each must name a controller and match something; one
   // alias may serve several rules (one per portal IQN) of the same label.

@@ -244,6 +244,12 @@ Expected<Config> parseConfig(std::string_view text, std::string_view origin, Con
 /// @brief Checks cross-field constraints (ranges, duplicate WWIDs, ...).
 Expected<void> validateConfig(const Config &config);
 
+/// @brief Parses a portal to probe, "address", "address:port" or
+/// "[ipv6]:port", into its canonical address (port 3260 unless given); host
+/// names are refused. [discovery] portals and `pathkeeperctl discover
+/// --portal` share it.
+Expected<Portal> parsePortal(std::string_view text);
+
 /// @brief Parses a duration: an integer number of seconds, or a string of
 /// digits with a unit, "ms", "s", "m" or "h" ("500ms", "5s", "2m").
 std::optional<std::chrono::milliseconds> parseDuration(std::string_view text);

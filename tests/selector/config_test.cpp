@@ -531,6 +531,228 @@ TEST(ConfigLayering, RemembersWhereEachDefaultWasSet) {
   EXPECT_EQ(config->keyOrigins.at("health.flap_window"), "90-late.conf:3:15");
 }
 
+// ------------------------------------------- failback, proactive failover
+
+TEST(ConfigFailback, AcceptsTheThreeWordsAndAnyWholeNumberOfSeconds) {
+  EXPECT_EQ(Defaults{}.failback, Failback{});
+  EXPECT_EQ(parseOk("[defaults]\nfailback = \"manual\"\n").defaults.failback.kind,
+            Failback::Kind::Manual);
+  EXPECT_EQ(parseOk("[defaults]\nfailback = \"followover\"\n").defaults.failback.kind,
+            Failback::Kind::Followover);
+  EXPECT_EQ(parseOk("[defaults]\nfailback = \"immediate\"\n").defaults.failback, Failback{});
+  const std::pair<std::string_view, long long> deferred[] = {
+      {"30", 30}, {"\"30s\"", 30}, {"\"2m\"", 120}, {"1", 1}, {"86400", 86400}, {"\"1h\"", 3600}};
+  for (const auto &[text, seconds] : deferred) {
+    Failback failback =
+        parseOk("[defaults]\nfailback = " + std::string(text) + "\n").defaults.failback;
+    EXPECT_EQ(failback.kind, Failback::Kind::Deferred) << text;
+    EXPECT_EQ(failback.delay.count(), seconds) << text;
+  }
+  EXPECT_EQ(toString(Failback{Failback::Kind::Deferred, std::chrono::seconds{30}}), "30");
+  EXPECT_EQ(toString(Failback{Failback::Kind::Followover, {}}), "followover");
+}
+
+TEST(ConfigFailback, RejectsZeroFractionsTooLongAndOtherWords) {
+  EXPECT_EQ(parseError("[defaults]\nfailback = 0\n"),
+            "pathkeeper.conf:2:12: defaults.failback: a deferred failback must wait at least 1s; "
+            "use \"immediate\" to fail back at once");
+  EXPECT_THAT(parseError("[defaults]\nfailback = \"0s\"\n"), HasSubstr("at least 1s"));
+  EXPECT_THAT(parseError("[defaults]\nfailback = \"1500ms\"\n"),
+              HasSubstr("defaults.failback: counts whole seconds, got 1500ms"));
+  EXPECT_THAT(parseError("[defaults]\nfailback = 86401\n"),
+              HasSubstr("defaults.failback: must be between 1 and 86400 seconds, got 86401"));
+  EXPECT_THAT(parseError("[defaults]\nfailback = \"2d\"\n"),
+              HasSubstr("defaults.failback: expected \"immediate\", \"manual\", \"followover\", a "
+                        "number of seconds or a duration such as \"30s\", got \"2d\""));
+  EXPECT_THAT(parseError("[defaults]\nfailback = -5\n"), HasSubstr("got -5"));
+  EXPECT_THAT(parseError("[defaults]\nfailback = \"Manual\"\n"), HasSubstr("got \"Manual\""));
+  EXPECT_THAT(parseError("[defaults]\nfailback = true\n"), HasSubstr("got boolean"));
+}
+
+TEST(ConfigFailback, ValidateRejectsADeferredFailbackWithoutADelayBuiltInCode) {
+  Config config;
+  config.defaults.failback = {Failback::Kind::Deferred, std::chrono::seconds{0}};
+  auto valid = validateConfig(config);
+  ASSERT_FALSE(valid.has_value());
+  EXPECT_THAT(valid.error(), HasSubstr("defaults.failback: a deferred failback must wait"));
+}
+
+TEST(ConfigHealth, ReadsProactiveFailover) {
+  EXPECT_FALSE(HealthSettings{}.proactiveFailover);
+  EXPECT_TRUE(parseOk("[health]\nproactive_failover = true\n").defaults.health.proactiveFailover);
+  EXPECT_THAT(
+      parseError("[health]\nproactive_failover = \"yes\"\n"),
+      HasSubstr("health.proactive_failover: expected a boolean (true or false), got string"));
+}
+
+// --------------------------------------------------------------- discovery
+
+TEST(ConfigDiscovery, ReadsEveryKeyWithCanonicalPortals) {
+  Config config = parseOk(R"(
+[discovery]
+portals = ["10.10.1.20", "10.10.1.21:3261", "[FE80:0:0::1]:3260", "fd00::20"]
+nics = ["eth1", "eth2"]
+probe_interval = "1m"
+probe_timeout = 3
+initiator_name = "iqn.2024-01.org.example:host1:probe"
+)");
+  const DiscoverySettings &d = config.discovery;
+  ASSERT_EQ(d.portals.size(), 4U);
+  EXPECT_EQ(d.portals[0], (Portal{"10.10.1.20", 3260, 1}));
+  EXPECT_EQ(d.portals[1], (Portal{"10.10.1.21", 3261, 1}));
+  EXPECT_EQ(d.portals[2], (Portal{"fe80::1", 3260, 1}));
+  EXPECT_EQ(d.portals[3], (Portal{"fd00::20", 3260, 1}));
+  EXPECT_EQ(d.nics, (std::vector<std::string>{"eth1", "eth2"}));
+  EXPECT_EQ(d.probeInterval, milliseconds{60000});
+  EXPECT_EQ(d.probeTimeout, milliseconds{3000});
+  EXPECT_EQ(d.initiatorName, "iqn.2024-01.org.example:host1:probe");
+  EXPECT_TRUE(validateConfig(config).has_value());
+  EXPECT_EQ(config.keyOrigins.at("discovery.nics"), "pathkeeper.conf:4:8");
+}
+
+TEST(ConfigDiscovery, DefaultsProbeEveryThirtySecondsWithAFiveSecondTimeout) {
+  Config config = parseOk("[discovery]\n");
+  EXPECT_EQ(config.discovery, DiscoverySettings{});
+  EXPECT_EQ(config.discovery.probeInterval, milliseconds{30000});
+  EXPECT_EQ(config.discovery.probeTimeout, milliseconds{5000});
+  EXPECT_TRUE(config.discovery.portals.empty());
+  EXPECT_TRUE(config.discovery.initiatorName.empty());
+}
+
+TEST(ConfigDiscovery, ZeroIntervalDisablesPeriodicProbes) {
+  Config config = parseOk("[discovery]\nprobe_interval = \"0s\"\nprobe_timeout = \"5m\"\n");
+  EXPECT_EQ(config.discovery.probeInterval, milliseconds{0});
+  // No periodic probe, so a timeout longer than the interval is fine.
+  EXPECT_TRUE(validateConfig(config).has_value());
+}
+
+TEST(ConfigDiscovery, BadPortalsNameTheElementAndTheReason) {
+  EXPECT_EQ(parseError("[discovery]\nportals = [\"10.10.1.20\", \"10.10.1.20:\"]\n"),
+            "pathkeeper.conf:2:26: discovery.portals[2]: expected \"address\", \"address:port\" "
+            "or \"[ipv6]:port\", got \"10.10.1.20:\"");
+  EXPECT_THAT(parseError("[discovery]\nportals = [\"san.example.com\"]\n"),
+              HasSubstr("discovery.portals[1]: \"san.example.com\" names a host; give the "
+                        "portal's IP address"));
+  EXPECT_THAT(parseError("[discovery]\nportals = [\"10.10.1.256\"]\n"),
+              HasSubstr("discovery.portals[1]: \"10.10.1.256\": "));
+  EXPECT_THAT(parseError("[discovery]\nportals = [\"[fe80::1%eth1]:3260\"]\n"),
+              HasSubstr("has a zone"));
+  EXPECT_THAT(parseError("[discovery]\nportals = [\"[fe80::1]:0\"]\n"),
+              HasSubstr("discovery.portals[1]: expected"));
+  EXPECT_THAT(parseError("[discovery]\nportals = [\"10.10.1.20\", 3260]\n"),
+              HasSubstr("discovery.portals[2]: expected a string, got integer"));
+  EXPECT_THAT(parseError("[discovery]\nportals = \"10.10.1.20\"\n"),
+              HasSubstr("discovery.portals: expected an array of strings, got string"));
+}
+
+TEST(ConfigDiscovery, TwoSpellingsOfOnePortalAreADuplicate) {
+  EXPECT_EQ(parseError("[discovery]\nportals = [\"10.10.1.20\", \"10.10.1.21\", "
+                       "\"10.10.1.20:3260\"]\n"),
+            "pathkeeper.conf:2:40: discovery.portals[3]: duplicate portal \"10.10.1.20:3260\" "
+            "(already element 1)");
+  EXPECT_THAT(parseError("[discovery]\nportals = [\"[fd00::20]:3260\", \"fd00:0::20\"]\n"),
+              HasSubstr("duplicate portal \"[fd00::20]:3260\""));
+  // Other ports are other portals.
+  EXPECT_EQ(parseOk("[discovery]\nportals = [\"10.10.1.20\", \"10.10.1.20:3261\"]\n")
+                .discovery.portals.size(),
+            2U);
+}
+
+TEST(ConfigDiscovery, NicNamesFollowTheKernelsRules) {
+  EXPECT_EQ(parseOk("[discovery]\nnics = [\"enp0s31f6.100\", \"bond0\", \"123456789012345\"]\n")
+                .discovery.nics.size(),
+            3U);
+  const std::pair<std::string_view, std::string_view> bad[] = {
+      {"", "must not be empty"},
+      {"1234567890123456", "is longer than 15 characters"},
+      {"eth/1", "is not a network interface name"},
+      {"eth 1", "is not a network interface name"},
+      {"eth1:0", "is not a network interface name"},
+      {"..", "must not be \".\" or \"..\""},
+      {"eth\\t1", "is not a network interface name"},
+  };
+  for (const auto &[nic, reason] : bad) {
+    const std::string error = parseError("[discovery]\nnics = [\"" + std::string(nic) + "\"]\n");
+    EXPECT_THAT(error, HasSubstr("discovery.nics[1]: ")) << nic;
+    EXPECT_THAT(error, HasSubstr(std::string(reason))) << nic;
+  }
+  EXPECT_THAT(parseError("[discovery]\nnics = [\"eth1\", \"eth2\", \"eth1\"]\n"),
+              HasSubstr("discovery.nics[3]: duplicate NIC \"eth1\" (already element 1)"));
+}
+
+TEST(ConfigDiscovery, ProbeDurationsHaveTheirRanges) {
+  EXPECT_THAT(parseError("[discovery]\nprobe_timeout = \"0s\"\n"),
+              HasSubstr("discovery.probe_timeout: must be between 100ms and 5m, got 0ms"));
+  EXPECT_THAT(parseError("[discovery]\nprobe_timeout = \"6m\"\n"),
+              HasSubstr("discovery.probe_timeout: must be between 100ms and 5m, got 6m"));
+  EXPECT_THAT(parseError("[discovery]\nprobe_interval = \"500ms\"\n"),
+              HasSubstr("discovery.probe_interval: must be \"0s\" (no periodic probes) or at "
+                        "least 1s, got 500ms"));
+  EXPECT_THAT(parseError("[discovery]\nprobe_interval = \"2d\"\n"),
+              HasSubstr("discovery.probe_interval: expected a duration"));
+  EXPECT_THAT(parseError("[discovery]\nprobe_interval = \"25h\"\n"),
+              HasSubstr("discovery.probe_interval: must be between 0ms and 24h, got 25h"));
+}
+
+TEST(ConfigDiscovery, TimeoutLongerThanTheIntervalNamesTheFile) {
+  Config config = parseOk("[discovery]\nprobe_interval = \"2s\"\nprobe_timeout = \"3s\"\n");
+  auto valid = validateConfig(config);
+  ASSERT_FALSE(valid.has_value());
+  EXPECT_EQ(valid.error(), "pathkeeper.conf:3:17: discovery.probe_timeout: 3s exceeds "
+                           "discovery.probe_interval (2s)");
+}
+
+TEST(ConfigDiscovery, InitiatorNameMustBeAnIscsiName) {
+  EXPECT_EQ(
+      parseOk("[discovery]\ninitiator_name = \"eui.02004567A425678D\"\n").discovery.initiatorName,
+      "eui.02004567A425678D");
+  EXPECT_THAT(parseError("[discovery]\ninitiator_name = \"host1\"\n"),
+              HasSubstr("pathkeeper.conf:2:18: discovery.initiator_name: "));
+  EXPECT_THAT(parseError("[discovery]\ninitiator_name = \"\"\n"),
+              HasSubstr("discovery.initiator_name: must not be empty; leave the key out"));
+}
+
+TEST(ConfigDiscovery, UnknownKeysAndShapesAreErrors) {
+  EXPECT_EQ(parseError("[discovery]\nportal = [\"10.10.1.20\"]\n"),
+            "pathkeeper.conf:2:1: discovery.portal: unknown key in [discovery] (see "
+            "pathkeeper.conf(5) for the valid keys)");
+  EXPECT_THAT(parseError("[[discovery]]\nnics = [\"eth1\"]\n"),
+              HasSubstr("discovery: expected a table ([discovery]), got array"));
+}
+
+TEST(ConfigDiscovery, LaterLayerReplacesTheListsItSets) {
+  Config base = parseOk("[discovery]\nportals = [\"10.10.1.20\"]\nnics = [\"eth1\"]\n");
+  Config config = parseOk("[discovery]\nportals = [\"10.10.1.21\", \"10.10.1.22\"]\n", base);
+  ASSERT_EQ(config.discovery.portals.size(), 2U);
+  EXPECT_EQ(config.discovery.portals[0].address, "10.10.1.21");
+  EXPECT_EQ(config.discovery.nics, std::vector<std::string>{"eth1"});
+}
+
+TEST(ConfigDiscovery, ValidateChecksSettingsBuiltInCode) {
+  Config config;
+  config.discovery.portals = {{"10.10.1.20", 3260, 1}, {"10.10.1.20", 3260, 1}, {"nas", 3260, 1}};
+  config.discovery.nics = {"eth1", "eth1", "has space"};
+  config.discovery.probeTimeout = milliseconds{0};
+  config.discovery.initiatorName = "not-a-name";
+  auto valid = validateConfig(config);
+  ASSERT_FALSE(valid.has_value());
+  EXPECT_THAT(valid.error(), HasSubstr("discovery.portals: duplicate portal \"10.10.1.20:3260\""));
+  EXPECT_THAT(valid.error(),
+              HasSubstr("discovery.portals: \"nas:3260\" is not a canonical IP address and port"));
+  EXPECT_THAT(valid.error(), HasSubstr("discovery.nics: duplicate NIC \"eth1\""));
+  EXPECT_THAT(valid.error(), HasSubstr("discovery.nics: \"has space\" is not a network"));
+  EXPECT_THAT(valid.error(), HasSubstr("discovery.probe_timeout: must be between 100ms and 5m"));
+  EXPECT_THAT(valid.error(), HasSubstr("discovery.initiator_name: "));
+}
+
+TEST(ParsePortal, IsTheParserTheCliShares) {
+  EXPECT_EQ(parsePortal("10.200.1.20"), (Portal{"10.200.1.20", 3260, 1}));
+  EXPECT_EQ(parsePortal("[fd00::0:20]:3261"), (Portal{"fd00::20", 3261, 1}));
+  ASSERT_FALSE(parsePortal("10.200.1.20:99999").has_value());
+  EXPECT_THAT(parsePortal("10.200.1.20:99999").error(), HasSubstr("expected \"address\""));
+  EXPECT_FALSE(parsePortal("portal.example").has_value());
+}
+
 // ------------------------------------------------------------- validation
 
 TEST(ValidateConfig, AcceptsTheBuiltinConfig) {
@@ -677,37 +899,40 @@ TEST(ConfigSchema, EveryKeyIsAcceptedWithItsExample) {
 TEST(ConfigSchema, EveryExampleChangesTheConfig) {
   // Proves that each key is wired to a field, not merely accepted.
   for (const auto &key : configSchema()) {
-    if (key.table != "defaults" && key.table != "health") {
-      continue;
-    }
     std::string text = "[" + std::string(key.table) + "]\n" + std::string(key.key) + " = " +
                        std::string(key.example) + "\n";
-    Config config = parseOk(text);
-    EXPECT_NE(config.defaults, Defaults{}) << text;
+    if (key.table == "defaults" || key.table == "health") {
+      EXPECT_NE(parseOk(text).defaults, Defaults{}) << text;
+    } else if (key.table == "discovery") {
+      EXPECT_NE(parseOk(text).discovery, DiscoverySettings{}) << text;
+    }
   }
 }
 
 TEST(ConfigSchema, EveryDefaultValueIsTheBuiltInDefault) {
   for (const auto &key : configSchema()) {
-    if (key.defaultValue.empty() || (key.table != "defaults" && key.table != "health")) {
+    if (key.defaultValue.empty() ||
+        (key.table != "defaults" && key.table != "health" && key.table != "discovery")) {
       continue;
     }
     std::string text = "[" + std::string(key.table) + "]\n" + std::string(key.key) + " = " +
                        std::string(key.defaultValue) + "\n";
     Config config = parseOk(text);
     EXPECT_EQ(config.defaults, Defaults{}) << text;
+    EXPECT_EQ(config.discovery, DiscoverySettings{}) << text;
   }
 }
 
 TEST(ConfigSchema, UnsetDefaultsAreDocumentedAsUnset) {
   Defaults defaults;
   for (const auto &key : configSchema()) {
-    if (key.table == "defaults" && key.defaultValue.empty()) {
+    if ((key.table == "defaults" || key.table == "discovery") && key.defaultValue.empty()) {
       EXPECT_THAT(key.description, HasSubstr("unset")) << key.key;
     }
   }
   EXPECT_EQ(defaults.pgInitRetries, std::nullopt);
   EXPECT_EQ(defaults.pgInitDelayMsecs, std::nullopt);
+  EXPECT_EQ(DiscoverySettings{}.initiatorName, "");
 }
 
 // --------------------------------------------------------------- built-ins
@@ -1006,6 +1231,7 @@ TEST(ShippedConfig, ParsesAsShippedAndGivesTheBuiltInDefaults) {
   ASSERT_TRUE(config.has_value()) << config.error();
   EXPECT_TRUE(validateConfig(*config).has_value());
   EXPECT_EQ(config->defaults, Defaults{});
+  EXPECT_EQ(config->discovery, DiscoverySettings{});
 }
 
 TEST(ShippedConfig, ItsCommentedSettingsAreValidAndShowTheRealDefaults) {
@@ -1013,6 +1239,7 @@ TEST(ShippedConfig, ItsCommentedSettingsAreValidAndShowTheRealDefaults) {
   ASSERT_TRUE(config.has_value()) << config.error();
   EXPECT_TRUE(validateConfig(*config).has_value());
   EXPECT_EQ(config->defaults, Defaults{});
+  EXPECT_EQ(config->discovery, DiscoverySettings{});
 }
 
 TEST(ShippedConfig, XserveExampleNamesUpperAndLowerBehindTheMds) {
@@ -1036,7 +1263,8 @@ TEST(ShippedConfig, ShowsEveryKeyOfTheSchema) {
   for (const auto &key : configSchema()) {
     std::regex word("(^|[^a-z_])" + std::string(key.key) + "([^a-z_]|$)");
     EXPECT_TRUE(std::regex_search(text, word)) << key.table << "." << key.key;
-    if (!key.defaultValue.empty() && (key.table == "defaults" || key.table == "health")) {
+    if (!key.defaultValue.empty() &&
+        (key.table == "defaults" || key.table == "health" || key.table == "discovery")) {
       std::string line = "#" + std::string(key.key) + " = " + std::string(key.defaultValue) + "\n";
       EXPECT_THAT(text, HasSubstr(line));
     }
