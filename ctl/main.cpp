@@ -1,8 +1,10 @@
 // pathkeeperctl: the command-line client. This stage offers `plan`, which
 // shows the maps pathkeeper would build from the live sysfs, a captured sysfs
-// tree or an inventory file.
+// tree or an inventory file, and `discover`, which probes the portals with
+// SendTargets from each NIC and reports the paths the kernel lacks.
 
 #include "config_files.hpp"
+#include "discover.hpp"
 #include "inventory_file.hpp"
 #include "kernel_caps.hpp"
 #include "names.hpp"
@@ -10,12 +12,14 @@
 #include "plan_output.hpp"
 #include "sysfs_inventory.hpp"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace {
@@ -26,6 +30,8 @@ constexpr const char *kUsage = R"(Usage: pathkeeperctl [-v] COMMAND [OPTIONS]
 
 Commands:
   plan      Print the multipath maps pathkeeper would build (like multipath -d -v2)
+  discover  Probe each portal from each NIC (SendTargets) and report the targets
+            and the expected paths the kernel has no session for
   version   Print the version
   help      Print this help
 
@@ -39,7 +45,25 @@ plan options:
                      read only: plan never writes it
   --json             Print JSON (schema 1, see pathkeeperctl(8))
 
-Exit status: 0 on success, 1 on bad input or a failed read, 2 on bad usage.
+plan exit status: 0 on success, 1 on bad input or a failed read, 2 on bad usage.
+
+discover options:
+  --portal ADDR[:PORT]  Portal to probe (repeatable; IPv6 as [ADDR]:PORT; default
+                        [discovery] portals). The portals of the kernel's sessions
+                        are always probed too.
+  --nic NIC             NIC to probe from (repeatable; default [discovery] nics,
+                        else the NICs the sessions are bound to, else routing)
+  --config FILE, --config-dir DIR   As for plan
+  --sysfs-root DIR      Where to read the kernel's sessions (default /sys)
+  --initiator-name IQN  The probes' initiator name (default [discovery]
+                        initiator_name, else the host's name + ":pathkeeper-probe")
+  --timeout DURATION    Per probe, e.g. "1500ms" or "5s" (default [discovery]
+                        probe_timeout, 5s); all probes run at once
+  --json                Print JSON (schema 1, see README)
+
+discover exit status: 0 when every probe answered, no expected path is missing
+and every kernel session is logged in; 1 on bad usage or configuration; 2 when
+a probe failed, a path is missing or a session is not logged in.
 )";
 
 struct PlanOptions {
@@ -52,9 +76,147 @@ struct PlanOptions {
   bool json = false;
 };
 
-int usageError(const std::string &message) {
+int usageError(const std::string &message, int status = 2) {
   std::cerr << "pathkeeperctl: " << message << "\n\n" << kUsage;
-  return 2;
+  return status;
+}
+
+struct DiscoverOptions {
+  std::vector<selector::Portal> portals;
+  std::vector<std::string> nics;
+  std::filesystem::path sysfsRoot{"/sys"};
+  std::filesystem::path config{daemon::kDefaultConfigFile};
+  std::filesystem::path configDir{daemon::kDefaultDropInDir};
+  std::optional<std::string> initiatorName;
+  std::optional<std::chrono::milliseconds> timeout;
+  bool json = false;
+};
+
+// Exit status 1 for everything that stops discover before it probes.
+int discoverError(const std::string &message) {
+  std::cerr << "pathkeeperctl: " << message << "\n";
+  return 1;
+}
+
+int runDiscover(const DiscoverOptions &options) {
+  auto loaded = daemon::loadConfig(options.config, options.configDir);
+  if (!loaded) {
+    return discoverError(loaded.error());
+  }
+  // The command line overrides [discovery]; validating the result with the
+  // config's own rules gives --nic and --timeout the same checks as the file.
+  selector::Config config = *std::move(loaded);
+  selector::DiscoverySettings &discovery = config.discovery;
+  const bool nicsGiven = !options.nics.empty();
+  const std::string nicSource = nicsGiven ? "--nic" : "config";
+  if (!options.portals.empty()) {
+    discovery.portals = options.portals;
+    config.keyOrigins["discovery.portals"] = "--portal";
+  }
+  if (nicsGiven) {
+    discovery.nics = options.nics;
+    config.keyOrigins["discovery.nics"] = "--nic";
+  }
+  if (options.timeout) {
+    discovery.probeTimeout = *options.timeout;
+    config.keyOrigins["discovery.probe_timeout"] = "--timeout";
+  }
+  if (options.initiatorName) {
+    discovery.initiatorName = *options.initiatorName;
+    config.keyOrigins["discovery.initiator_name"] = "--initiator-name";
+  }
+  discovery.probeInterval = std::chrono::milliseconds{0}; // one round, not periodic
+  if (auto valid = selector::validateConfig(config); !valid) {
+    return discoverError(valid.error());
+  }
+
+  ctl::DiscoverReport report;
+  auto inventory = daemon::SysfsInventory(options.sysfsRoot).scan();
+  if (!inventory) {
+    return discoverError(inventory.error());
+  }
+  const auto sessions = ctl::kernelSessions(*inventory, report.warnings);
+  report.probeSet = ctl::chooseProbes(discovery.portals, discovery.nics, nicSource, sessions);
+  if (report.probeSet.portals.empty()) {
+    return discoverError("no portal to probe: give --portal, set [discovery] portals, or log in "
+                         "to a portal first");
+  }
+  if (discovery.initiatorName.empty()) {
+    auto name = daemon::defaultProbeInitiatorName();
+    if (!name) {
+      return discoverError(name.error() + " (give --initiator-name or set [discovery] "
+                                          "initiator_name)");
+    }
+    discovery.initiatorName = *name;
+  }
+  report.initiatorName = discovery.initiatorName;
+  report.timeout = discovery.probeTimeout;
+
+  std::vector<daemon::DiscoveryRequest> requests;
+  for (const auto &nic : report.probeSet.nics) {
+    for (const auto &portal : report.probeSet.portals) {
+      requests.push_back({portal, nic, discovery.initiatorName, discovery.probeTimeout});
+    }
+  }
+  report.probes = ctl::runProbes(std::move(requests));
+  ctl::compareWithKernel(report, sessions);
+  if (options.json) {
+    std::cout << ctl::discoverToJson(report);
+  } else {
+    for (const auto &warning : report.warnings) {
+      std::cerr << "pathkeeperctl: warning: " << warning << "\n";
+    }
+    std::cout << ctl::discoverToText(report);
+  }
+  return report.exitStatus();
+}
+
+int parseDiscover(const std::vector<std::string> &args, std::size_t i) {
+  DiscoverOptions options;
+  for (; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    if (arg == "--json") {
+      options.json = true;
+      continue;
+    }
+    if (arg != "--portal" && arg != "--nic" && arg != "--config" && arg != "--config-dir" &&
+        arg != "--sysfs-root" && arg != "--initiator-name" && arg != "--timeout") {
+      return usageError("unknown option '" + arg + "' for discover", 1);
+    }
+    if (i + 1 >= args.size()) {
+      return usageError(arg + " needs a value", 1);
+    }
+    const std::string &value = args[++i];
+    if (arg == "--portal") {
+      auto portal = selector::parsePortal(value);
+      if (!portal) {
+        return usageError("--portal: " + portal.error(), 1);
+      }
+      options.portals.push_back(*std::move(portal));
+    } else if (arg == "--nic") {
+      options.nics.push_back(value); // checked with the config's rules in runDiscover
+    } else if (arg == "--config") {
+      options.config = value;
+    } else if (arg == "--config-dir") {
+      options.configDir = value;
+    } else if (arg == "--sysfs-root") {
+      options.sysfsRoot = value;
+    } else if (arg == "--initiator-name") {
+      options.initiatorName = value;
+    } else {
+      auto timeout = selector::parseDuration(value);
+      if (!timeout) {
+        return usageError(
+            "--timeout: expected a duration such as \"1500ms\" or \"5s\", got '" + value + "'", 1);
+      }
+      options.timeout = timeout;
+    }
+  }
+  try {
+    return runDiscover(options);
+  } catch (const std::system_error &error) {
+    return discoverError(error.what());
+  }
 }
 
 Expected<std::vector<selector::Path>> inventoryPaths(const PlanOptions &options) {
@@ -134,6 +296,9 @@ int main(int argc, char **argv) {
   if (command == "version" || command == "--version") {
     std::cout << "pathkeeperctl " PATHKEEPER_VERSION "\n";
     return 0;
+  }
+  if (command == "discover") {
+    return parseDiscover(args, i);
   }
   if (command != "plan") {
     return usageError("unknown command '" + command + "'");
