@@ -1,1 +1,607 @@
-// Placeholder: written in the pathkeeperd work (issue #5).
+#include "health.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace {
+
+using namespace std::chrono_literals;
+using pathkeeper::daemon::CheckResult;
+using pathkeeper::daemon::CheckStatus;
+using pathkeeper::daemon::DeviceState;
+using pathkeeper::daemon::DmAction;
+using pathkeeper::daemon::HealthDecision;
+using pathkeeper::daemon::HealthTracker;
+using pathkeeper::daemon::PathFacts;
+using pathkeeper::daemon::PathRoute;
+using pathkeeper::daemon::SessionState;
+using pathkeeper::selector::AluaState;
+using pathkeeper::selector::HealthSettings;
+using pathkeeper::selector::PathState;
+using pathkeeper::selector::Portal;
+using testing::ElementsAre;
+using testing::HasSubstr;
+using testing::IsEmpty;
+
+using TimePoint = HealthTracker::TimePoint;
+
+// A fake clock is just a time point the test advances.
+const TimePoint t0{std::chrono::hours(100)};
+
+PathFacts loggedIn(unsigned sessionId = 3, std::string netdev = "eth1",
+                   std::string address = "10.10.1.20") {
+  PathFacts facts;
+  facts.session = SessionState::LoggedIn;
+  facts.device = DeviceState::Running;
+  facts.sessionId = sessionId;
+  facts.route = PathRoute{std::move(netdev), Portal{std::move(address), 3260, 1}};
+  return facts;
+}
+
+CheckResult passed() {
+  return CheckResult{CheckStatus::Ok, "", 800us};
+}
+CheckResult turFailed() {
+  return CheckResult{CheckStatus::Failed, "sense 02/04/03", 900us};
+}
+CheckResult standby() {
+  return CheckResult{CheckStatus::Standby, "ALUA standby", 700us};
+}
+
+/// One decision, or a failure that shows what came instead.
+HealthDecision only(const std::vector<HealthDecision> &decisions) {
+  EXPECT_EQ(decisions.size(), 1U);
+  return decisions.empty() ? HealthDecision{} : decisions.front();
+}
+
+/// Adds @p device and runs its first check, which passes: the path is Up.
+void addUp(HealthTracker &tracker, const std::string &device, TimePoint now,
+           PathFacts facts = loggedIn()) {
+  tracker.addPath(device, facts, now);
+  tracker.markCheckStarted(device, now);
+  const auto decisions = tracker.checkCompleted(device, passed(), now);
+  ASSERT_EQ(tracker.state(device), PathState::Up);
+  ASSERT_EQ(decisions.size(), 1U);
+}
+
+/// The kernel fails an Up path, and a passing TUR brings it back.
+std::vector<HealthDecision> flapOnce(HealthTracker &tracker, const std::string &device,
+                                     TimePoint failAt, TimePoint backAt) {
+  auto decisions = tracker.kernelFailed(device, failAt);
+  const auto back = tracker.checkCompleted(device, passed(), backAt);
+  decisions.insert(decisions.end(), back.begin(), back.end());
+  return decisions;
+}
+
+TEST(HealthTracker, PublishesUnknownThenPendingThenUpForANewPath) {
+  HealthTracker tracker(HealthSettings{});
+  const auto added = only(tracker.addPath("sdb", loggedIn(), t0));
+  EXPECT_EQ(added.state, PathState::Unknown);
+  EXPECT_EQ(added.action, DmAction::None);
+
+  const auto started = only(tracker.markCheckStarted("sdb", t0));
+  EXPECT_EQ(started.state, PathState::Pending);
+
+  const auto up = only(tracker.checkCompleted("sdb", passed(), t0 + 1ms));
+  EXPECT_EQ(up.state, PathState::Up);
+  EXPECT_EQ(up.action, DmAction::None); // a fresh table has it active already
+  EXPECT_EQ(up.reason, "session 3 logged in and TUR passed");
+}
+
+TEST(HealthTracker, ReturnsNothingWhenAPassingCheckChangesNothing) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  EXPECT_THAT(tracker.markCheckStarted("sdb", t0 + 5s), IsEmpty());
+  EXPECT_EQ(tracker.state("sdb"), PathState::Up); // not Pending after the first result
+  EXPECT_THAT(tracker.checkCompleted("sdb", passed(), t0 + 5s), IsEmpty());
+}
+
+TEST(HealthTracker, KernelFailureMakesThePathDownWithoutADmMessage) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  const auto down = only(tracker.kernelFailed("sdb", t0 + 1s));
+  EXPECT_EQ(down.state, PathState::Down);
+  EXPECT_EQ(down.action, DmAction::None);
+  EXPECT_THAT(down.reason, HasSubstr("PATH_FAILED"));
+  EXPECT_EQ(tracker.health("sdb")->failures, 1U);
+  EXPECT_TRUE(tracker.health("sdb")->failedInDm);
+}
+
+TEST(HealthTracker, FailedTurFailsTheUpPathInDm) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  tracker.markCheckStarted("sdb", t0 + 5s);
+  const auto down = only(tracker.checkCompleted("sdb", turFailed(), t0 + 5s));
+  EXPECT_EQ(down.state, PathState::Down);
+  EXPECT_EQ(down.action, DmAction::Fail);
+  EXPECT_EQ(down.reason, "TUR failed: sense 02/04/03");
+  const auto health = tracker.health("sdb");
+  EXPECT_EQ(health->lastCheck, CheckStatus::Failed);
+  EXPECT_EQ(health->lastCheckReason, "sense 02/04/03");
+  EXPECT_EQ(health->lastCheckLatency, 900us);
+}
+
+TEST(HealthTracker, CountsOneOutageOnceHoweverManyReportsItGets) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  tracker.kernelFailed("sdb", t0 + 1s);
+  tracker.sessionChanged("sdb", SessionState::Failed, t0 + 2s);
+  tracker.checkCompleted("sdb", turFailed(), t0 + 3s);
+  tracker.kernelFailed("sdb", t0 + 4s);
+  EXPECT_EQ(tracker.health("sdb")->failures, 1U);
+  EXPECT_FALSE(tracker.health("sdb")->shaky);
+}
+
+TEST(HealthTracker, PathAddedWithAFailedSessionIsDownAndFailedInDmWithoutAFailure) {
+  HealthTracker tracker(HealthSettings{});
+  PathFacts facts = loggedIn();
+  facts.session = SessionState::Failed;
+  const auto added = only(tracker.addPath("sdb", facts, t0));
+  EXPECT_EQ(added.state, PathState::Down);
+  EXPECT_EQ(added.action, DmAction::Fail);
+  EXPECT_EQ(tracker.health("sdb")->failures, 0U);
+}
+
+TEST(HealthTracker, StandbyPathIsGhostAndNeverFailedForBeingStandby) {
+  HealthTracker tracker(HealthSettings{});
+  PathFacts facts = loggedIn();
+  facts.alua = AluaState::Standby;
+  const auto added = only(tracker.addPath("sdc", facts, t0));
+  EXPECT_EQ(added.state, PathState::Ghost);
+  EXPECT_EQ(added.action, DmAction::None);
+  tracker.markCheckStarted("sdc", t0);
+  EXPECT_THAT(tracker.checkCompleted("sdc", standby(), t0), IsEmpty());
+  EXPECT_EQ(tracker.state("sdc"), PathState::Ghost);
+  EXPECT_FALSE(tracker.health("sdc")->failedInDm);
+}
+
+TEST(HealthTracker, GhostPathFailedByTheKernelIsReinstatedAsALastResort) {
+  HealthTracker tracker(HealthSettings{});
+  PathFacts facts = loggedIn();
+  facts.alua = AluaState::Standby;
+  tracker.addPath("sdc", facts, t0);
+  tracker.checkCompleted("sdc", standby(), t0);
+  EXPECT_EQ(only(tracker.kernelFailed("sdc", t0 + 1s)).state, PathState::Down);
+  const auto back = only(tracker.checkCompleted("sdc", standby(), t0 + 2s));
+  EXPECT_EQ(back.state, PathState::Ghost);
+  EXPECT_EQ(back.action, DmAction::Reinstate);
+  EXPECT_THAT(back.reason, HasSubstr("standby"));
+}
+
+TEST(HealthTracker, TurNotReadyTurnsAnUpPathGhostWithoutFailingIt) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  const auto ghost = only(tracker.checkCompleted("sdb", standby(), t0 + 5s));
+  EXPECT_EQ(ghost.state, PathState::Ghost);
+  EXPECT_EQ(ghost.action, DmAction::None);
+  const auto up = only(tracker.checkCompleted("sdb", passed(), t0 + 10s));
+  EXPECT_EQ(up.state, PathState::Up);
+}
+
+TEST(HealthTracker, AluaStandbyTurnsAHealthyPathGhost) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  const auto ghost = only(tracker.aluaChanged("sdb", AluaState::Standby, t0 + 1s));
+  EXPECT_EQ(ghost.state, PathState::Ghost);
+  EXPECT_EQ(ghost.action, DmAction::None);
+  EXPECT_EQ(only(tracker.aluaChanged("sdb", AluaState::ActiveOptimized, t0 + 2s)).state,
+            PathState::Up);
+}
+
+TEST(HealthTracker, RemovalPublishesRemovedAndForgetsThePath) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  const auto removed = only(tracker.removePath("sdb", t0 + 1s));
+  EXPECT_EQ(removed.state, PathState::Removed);
+  EXPECT_EQ(removed.action, DmAction::None);
+  EXPECT_EQ(tracker.state("sdb"), std::nullopt);
+  EXPECT_THAT(tracker.devices(), IsEmpty());
+  EXPECT_THAT(tracker.removePath("sdb", t0 + 2s), IsEmpty());
+}
+
+TEST(HealthTracker, IgnoresEventsForDevicesItDoesNotTrack) {
+  HealthTracker tracker(HealthSettings{});
+  EXPECT_THAT(tracker.kernelFailed("sdz", t0), IsEmpty());
+  EXPECT_THAT(tracker.checkCompleted("sdz", passed(), t0), IsEmpty());
+  EXPECT_THAT(tracker.sessionChanged("sdz", SessionState::LoggedIn, t0), IsEmpty());
+  EXPECT_THAT(tracker.devices(), IsEmpty());
+}
+
+TEST(HealthTracker, OfflineDeviceIsDownAndNeedsACheckWhenRunningAgain) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  const auto down = only(tracker.deviceChanged("sdb", DeviceState::TransportOffline, t0 + 1s));
+  EXPECT_EQ(down.state, PathState::Down);
+  EXPECT_EQ(down.action, DmAction::Fail);
+  EXPECT_THAT(tracker.deviceChanged("sdb", DeviceState::Running, t0 + 3s), IsEmpty());
+  EXPECT_EQ(tracker.nextCheckDue("sdb"), t0 + 3s);
+  EXPECT_EQ(only(tracker.checkCompleted("sdb", passed(), t0 + 3s)).action, DmAction::Reinstate);
+}
+
+TEST(HealthTracker, KernelReinstateOfADownPathIsFailedAgainAndCheckedAtOnce) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  tracker.checkCompleted("sdb", turFailed(), t0 + 5s);
+  const auto again = only(tracker.kernelReinstated("sdb", t0 + 6s));
+  EXPECT_EQ(again.action, DmAction::Fail);
+  EXPECT_EQ(again.state, PathState::Down);
+  EXPECT_EQ(tracker.nextCheckDue("sdb"), t0 + 6s);
+}
+
+TEST(HealthTracker, KernelReinstateOfAnUpPathChangesNothing) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  EXPECT_THAT(tracker.kernelReinstated("sdb", t0 + 1s), IsEmpty());
+}
+
+TEST(HealthReinstatement, SessionLoginMakesACheckDueNowAndAPassingTurReinstatesAtOnce) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  const auto lost = only(tracker.sessionChanged("sdb", SessionState::Failed, t0 + 10s));
+  EXPECT_EQ(lost.state, PathState::Down);
+  EXPECT_EQ(lost.action, DmAction::Fail);
+
+  const TimePoint login = t0 + 40s;
+  // The session event alone never reinstates.
+  EXPECT_THAT(tracker.sessionChanged("sdb", SessionState::LoggedIn, login), IsEmpty());
+  EXPECT_EQ(tracker.state("sdb"), PathState::Down);
+  EXPECT_EQ(tracker.nextCheckDue("sdb"), login);
+  EXPECT_THAT(tracker.dueChecks(login), ElementsAre("sdb"));
+
+  EXPECT_THAT(tracker.markCheckStarted("sdb", login), IsEmpty()); // Down stays Down
+  const auto back = only(tracker.checkCompleted("sdb", passed(), login));
+  EXPECT_EQ(back.state, PathState::Up);
+  EXPECT_EQ(back.action, DmAction::Reinstate);
+  EXPECT_EQ(back.reason, "session 3 logged in and TUR passed");
+}
+
+TEST(HealthReinstatement, TurPassWhileTheSessionIsNotLoggedInDoesNotReinstate) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  tracker.sessionChanged("sdb", SessionState::Failed, t0 + 1s);
+  EXPECT_THAT(tracker.checkCompleted("sdb", passed(), t0 + 2s), IsEmpty());
+  EXPECT_EQ(tracker.state("sdb"), PathState::Down);
+  EXPECT_TRUE(tracker.health("sdb")->failedInDm);
+  EXPECT_EQ(tracker.health("sdb")->lastCheck, CheckStatus::Ok);
+
+  // A login after that pass still needs a pass of its own.
+  EXPECT_THAT(tracker.sessionChanged("sdb", SessionState::LoggedIn, t0 + 3s), IsEmpty());
+  EXPECT_EQ(tracker.state("sdb"), PathState::Down);
+}
+
+TEST(HealthReinstatement, FailingCheckInFlightAtLoginIsRepeatedAtOnce) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  tracker.sessionChanged("sdb", SessionState::Failed, t0 + 1s);
+  tracker.markCheckStarted("sdb", t0 + 2s);
+  tracker.sessionChanged("sdb", SessionState::LoggedIn, t0 + 3s);
+  EXPECT_EQ(tracker.nextCheckDue("sdb"), std::nullopt); // still in flight
+  tracker.checkCompleted("sdb", CheckResult{CheckStatus::TimedOut, "", 3s}, t0 + 5s);
+  EXPECT_EQ(tracker.nextCheckDue("sdb"), t0 + 5s);
+}
+
+TEST(HealthReinstatement, PassingCheckInFlightAtLoginReinstates) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  tracker.sessionChanged("sdb", SessionState::Failed, t0 + 1s);
+  tracker.markCheckStarted("sdb", t0 + 2s);
+  tracker.sessionChanged("sdb", SessionState::LoggedIn, t0 + 3s);
+  EXPECT_EQ(only(tracker.checkCompleted("sdb", passed(), t0 + 3s)).action, DmAction::Reinstate);
+}
+
+TEST(HealthFlapDamping, ThreeFailuresWithinTheWindowMakeThePathShaky) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  flapOnce(tracker, "sdb", t0 + 10s, t0 + 11s);
+  flapOnce(tracker, "sdb", t0 + 20s, t0 + 21s);
+  EXPECT_EQ(tracker.state("sdb"), PathState::Up);
+
+  const auto shaky = only(tracker.kernelFailed("sdb", t0 + 30s));
+  EXPECT_EQ(shaky.state, PathState::Shaky);
+  EXPECT_EQ(shaky.action, DmAction::None); // the kernel failed it already
+  EXPECT_EQ(
+      shaky.reason,
+      "kernel failed the path (PATH_FAILED); failed 3 times in 60s: shaky, held failed for 30s");
+  const auto health = tracker.health("sdb");
+  EXPECT_TRUE(health->shaky);
+  EXPECT_EQ(health->failures, 3U);
+  EXPECT_EQ(health->holdDownUntil, t0 + 60s);
+}
+
+TEST(HealthFlapDamping, FailuresSpreadWiderThanTheWindowDoNotMakeItShaky) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  flapOnce(tracker, "sdb", t0 + 10s, t0 + 11s);
+  flapOnce(tracker, "sdb", t0 + 50s, t0 + 51s);
+  flapOnce(tracker, "sdb", t0 + 80s, t0 + 81s); // 10s has left the 60s window
+  EXPECT_EQ(tracker.state("sdb"), PathState::Up);
+  EXPECT_EQ(tracker.health("sdb")->failures, 3U);
+  EXPECT_FALSE(tracker.health("sdb")->shaky);
+}
+
+TEST(HealthFlapDamping, ShakyPathStaysFailedUntilStableForTheWholeHoldDown) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  flapOnce(tracker, "sdb", t0 + 1s, t0 + 2s);
+  flapOnce(tracker, "sdb", t0 + 3s, t0 + 4s);
+  tracker.kernelFailed("sdb", t0 + 5s); // shaky, 30s
+  // Passing checks and a logged-in session do not release it early.
+  EXPECT_THAT(tracker.checkCompleted("sdb", passed(), t0 + 6s), IsEmpty());
+  EXPECT_EQ(tracker.state("sdb"), PathState::Shaky);
+  EXPECT_EQ(tracker.health("sdb")->holdDownUntil, t0 + 36s);
+  EXPECT_EQ(tracker.nextDeadline(), tracker.nextCheckDue("sdb")); // checks come first
+
+  EXPECT_THAT(tracker.checkCompleted("sdb", passed(), t0 + 20s), IsEmpty());
+  EXPECT_THAT(tracker.tick(t0 + 35s), IsEmpty()); // hold-down over, but stable only 29s
+  EXPECT_EQ(tracker.state("sdb"), PathState::Shaky);
+
+  const auto released = only(tracker.tick(t0 + 36s));
+  EXPECT_EQ(released.state, PathState::Up);
+  EXPECT_EQ(released.action, DmAction::Reinstate);
+  EXPECT_EQ(released.reason, "stable for 30s after flapping: hold-down over");
+  EXPECT_FALSE(tracker.health("sdb")->shaky);
+  EXPECT_EQ(tracker.health("sdb")->holdDownUntil, std::nullopt);
+}
+
+TEST(HealthFlapDamping, FailureDuringTheHoldDownDoublesAndRestartsIt) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  flapOnce(tracker, "sdb", t0 + 1s, t0 + 2s);
+  flapOnce(tracker, "sdb", t0 + 3s, t0 + 4s);
+  tracker.kernelFailed("sdb", t0 + 5s);
+  tracker.checkCompleted("sdb", passed(), t0 + 6s);
+
+  const auto extended = only(tracker.checkCompleted("sdb", turFailed(), t0 + 20s));
+  EXPECT_EQ(extended.state, PathState::Shaky);
+  EXPECT_EQ(extended.action, DmAction::None); // still failed in dm
+  EXPECT_THAT(extended.reason, HasSubstr("failed again while shaky: held failed for 60s"));
+  EXPECT_EQ(tracker.health("sdb")->holdDownUntil, t0 + 80s);
+
+  tracker.checkCompleted("sdb", passed(), t0 + 21s);
+  EXPECT_EQ(tracker.health("sdb")->holdDownUntil, t0 + 81s);
+  EXPECT_THAT(tracker.tick(t0 + 80s), IsEmpty());
+  EXPECT_EQ(only(tracker.tick(t0 + 81s)).action, DmAction::Reinstate);
+}
+
+TEST(HealthFlapDamping, HoldDownGrowthIsCappedAtFlapRecoveryMax) {
+  HealthSettings settings;
+  settings.flapRecoveryMax = 100s;
+  HealthTracker tracker(settings);
+  addUp(tracker, "sdb", t0);
+  flapOnce(tracker, "sdb", t0 + 1s, t0 + 2s);
+  flapOnce(tracker, "sdb", t0 + 3s, t0 + 4s);
+  TimePoint now = t0 + 5s;
+  tracker.kernelFailed("sdb", now);
+  EXPECT_EQ(tracker.health("sdb")->holdDownUntil, now + 30s);
+  std::vector<std::chrono::seconds> holds;
+  for (int i = 0; i < 3; ++i) {
+    tracker.checkCompleted("sdb", passed(), now + 1s);
+    now += 10s;
+    tracker.checkCompleted("sdb", turFailed(), now);
+    holds.push_back(std::chrono::duration_cast<std::chrono::seconds>(
+        *tracker.health("sdb")->holdDownUntil - now));
+  }
+  EXPECT_THAT(holds, ElementsAre(60s, 100s, 100s));
+}
+
+TEST(HealthFlapDamping, KernelReinstateDuringTheHoldDownIsFailedAgain) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  flapOnce(tracker, "sdb", t0 + 1s, t0 + 2s);
+  flapOnce(tracker, "sdb", t0 + 3s, t0 + 4s);
+  tracker.kernelFailed("sdb", t0 + 5s);
+  tracker.checkCompleted("sdb", passed(), t0 + 6s);
+
+  const auto again = only(tracker.kernelReinstated("sdb", t0 + 7s));
+  EXPECT_EQ(again.action, DmAction::Fail);
+  EXPECT_EQ(again.state, PathState::Shaky);
+  EXPECT_THAT(again.reason, HasSubstr("hold-down"));
+  // The reinstatement was not a failure: the hold-down does not move.
+  EXPECT_EQ(tracker.health("sdb")->holdDownUntil, t0 + 36s);
+}
+
+TEST(HealthFlapDamping, ReleasedPathIsOnlyDownAfterALaterSingleFailure) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  flapOnce(tracker, "sdb", t0 + 1s, t0 + 2s);
+  flapOnce(tracker, "sdb", t0 + 3s, t0 + 4s);
+  tracker.kernelFailed("sdb", t0 + 5s);
+  tracker.checkCompleted("sdb", passed(), t0 + 6s);
+  ASSERT_EQ(only(tracker.tick(t0 + 36s)).state, PathState::Up);
+
+  const auto down = only(tracker.kernelFailed("sdb", t0 + 40s));
+  EXPECT_EQ(down.state, PathState::Down);
+  EXPECT_EQ(tracker.health("sdb")->failures, 4U);
+}
+
+TEST(HealthFlapDamping, ShakyAgainSoonAfterReleaseKeepsDoublingAndLaterStartsOver) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  const auto makeShaky = [&tracker](TimePoint start) {
+    flapOnce(tracker, "sdb", start, start + 1s);
+    flapOnce(tracker, "sdb", start + 2s, start + 3s);
+    tracker.kernelFailed("sdb", start + 4s);
+    tracker.checkCompleted("sdb", passed(), start + 5s);
+  };
+  makeShaky(t0); // shaky at +4s, stable from +5s, released at +35s
+  ASSERT_EQ(only(tracker.tick(t0 + 35s)).state, PathState::Up);
+
+  makeShaky(t0 + 40s); // within flapWindow of the release
+  EXPECT_EQ(tracker.health("sdb")->holdDownUntil, t0 + 45s + 60s);
+  ASSERT_EQ(only(tracker.tick(t0 + 105s)).state, PathState::Up);
+
+  makeShaky(t0 + 105s + 61s); // long after: back to flapRecovery
+  EXPECT_EQ(tracker.health("sdb")->holdDownUntil, t0 + 171s + 30s);
+}
+
+TEST(HealthFlapDamping, DisabledDampingNeverMakesAPathShaky) {
+  HealthSettings settings;
+  settings.flapDamping = false;
+  HealthTracker tracker(settings);
+  addUp(tracker, "sdb", t0);
+  for (int i = 0; i < 5; ++i) {
+    const auto decisions = flapOnce(tracker, "sdb", t0 + std::chrono::seconds(2 * i + 1),
+                                    t0 + std::chrono::seconds(2 * i + 2));
+    ASSERT_EQ(decisions.size(), 2U);
+    EXPECT_EQ(decisions[0].state, PathState::Down);
+    EXPECT_EQ(decisions[1].state, PathState::Up);
+    EXPECT_EQ(decisions[1].action, DmAction::Reinstate);
+  }
+  EXPECT_EQ(tracker.health("sdb")->failures, 5U);
+  EXPECT_FALSE(tracker.health("sdb")->shaky);
+}
+
+TEST(HealthScheduling, NewPathIsDueAtOnce) {
+  HealthTracker tracker(HealthSettings{});
+  tracker.addPath("sdb", loggedIn(), t0);
+  EXPECT_THAT(tracker.dueChecks(t0), ElementsAre("sdb"));
+  EXPECT_EQ(tracker.nextDeadline(), t0);
+}
+
+TEST(HealthScheduling, UpPathsAreCheckedEveryIntervalWithinTenPercentJitter) {
+  HealthTracker tracker(HealthSettings{}, 42);
+  addUp(tracker, "sdb", t0);
+  std::set<TimePoint::duration> delays;
+  TimePoint now = t0;
+  for (int i = 0; i < 200; ++i) {
+    tracker.markCheckStarted("sdb", now);
+    tracker.checkCompleted("sdb", passed(), now);
+    const auto due = *tracker.nextCheckDue("sdb");
+    ASSERT_GE(due - now, 4500ms);
+    ASSERT_LE(due - now, 5500ms);
+    EXPECT_THAT(tracker.dueChecks(due - 1ms), IsEmpty());
+    EXPECT_THAT(tracker.dueChecks(due), ElementsAre("sdb"));
+    delays.insert(due - now);
+    now = due;
+  }
+  EXPECT_GT(delays.size(), 50U); // jittered, not one fixed interval
+}
+
+TEST(HealthScheduling, FailedPathsAreCheckedAtTheFailedIntervalWithJitter) {
+  HealthTracker tracker(HealthSettings{}, 7);
+  addUp(tracker, "sdb", t0);
+  TimePoint now = t0 + 1s;
+  tracker.kernelFailed("sdb", now);
+  for (int i = 0; i < 100; ++i) {
+    tracker.checkCompleted("sdb", turFailed(), now);
+    const auto due = *tracker.nextCheckDue("sdb");
+    ASSERT_GE(due - now, 900ms);
+    ASSERT_LE(due - now, 1100ms);
+    now = due;
+  }
+}
+
+TEST(HealthScheduling, KernelFailureBringsAnUpPathsNextCheckForward) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  tracker.kernelFailed("sdb", t0 + 1s);
+  EXPECT_LE(*tracker.nextCheckDue("sdb"), t0 + 1s + 1100ms);
+}
+
+TEST(HealthScheduling, CheckInFlightIsNeverScheduledAgain) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  tracker.addPath("sdc", loggedIn(4, "eth2"), t0);
+  tracker.markCheckStarted("sdb", t0 + 10s);
+  EXPECT_EQ(tracker.nextCheckDue("sdb"), std::nullopt);
+  EXPECT_THAT(tracker.dueChecks(t0 + 1h), ElementsAre("sdc"));
+  EXPECT_TRUE(tracker.health("sdb")->checkInFlight);
+}
+
+TEST(HealthScheduling, CheckerThatNeverReportsTimesOutAfterTwiceTheTimeout) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  tracker.markCheckStarted("sdb", t0 + 5s);
+  EXPECT_EQ(tracker.nextDeadline(), t0 + 11s);
+  EXPECT_THAT(tracker.tick(t0 + 10999ms), IsEmpty());
+  const auto down = only(tracker.tick(t0 + 11s));
+  EXPECT_EQ(down.state, PathState::Down);
+  EXPECT_EQ(down.action, DmAction::Fail);
+  EXPECT_THAT(down.reason, HasSubstr("TUR timed out after 6s"));
+  EXPECT_FALSE(tracker.health("sdb")->checkInFlight);
+  EXPECT_EQ(tracker.health("sdb")->lastCheck, CheckStatus::TimedOut);
+}
+
+TEST(HealthScheduling, BlockedDeviceIsNotCheckedUntilItRunsAgain) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  EXPECT_THAT(tracker.deviceChanged("sdb", DeviceState::Blocked, t0 + 1s), IsEmpty());
+  EXPECT_EQ(tracker.state("sdb"), PathState::Up);
+  EXPECT_THAT(tracker.dueChecks(t0 + 1h), IsEmpty());
+  EXPECT_EQ(tracker.nextDeadline(), std::nullopt);
+  tracker.deviceChanged("sdb", DeviceState::Running, t0 + 20s);
+  EXPECT_THAT(tracker.dueChecks(t0 + 20s), ElementsAre("sdb"));
+}
+
+TEST(HealthScheduling, NextDeadlineIsTheEarliestCheckOrRelease) {
+  HealthSettings settings;
+  settings.failedCheckerInterval = 60s; // checks later than the release
+  settings.flapRecovery = 10s;
+  HealthTracker tracker(settings);
+  addUp(tracker, "sdb", t0);
+  flapOnce(tracker, "sdb", t0 + 1s, t0 + 2s);
+  flapOnce(tracker, "sdb", t0 + 3s, t0 + 4s);
+  tracker.kernelFailed("sdb", t0 + 5s);
+  tracker.checkCompleted("sdb", passed(), t0 + 6s);
+  EXPECT_EQ(tracker.nextDeadline(), t0 + 16s);
+}
+
+TEST(HealthProactiveFailover, FailedProbeFailsOnlyThePathsUsingThatNicAndPortal) {
+  HealthSettings settings;
+  settings.proactiveFailover = true;
+  HealthTracker tracker(settings);
+  addUp(tracker, "sdb", t0, loggedIn(1, "eth1", "10.10.1.20"));
+  addUp(tracker, "sdc", t0, loggedIn(2, "eth2", "10.10.1.20"));
+  addUp(tracker, "sdd", t0, loggedIn(3, "eth1", "10.10.1.21"));
+
+  const auto decisions = tracker.probeResult("eth1", Portal{"10.10.1.20", 3260, 1}, false,
+                                             "connect timed out", t0 + 1s);
+  const auto failed = only(decisions);
+  EXPECT_EQ(failed.device, "sdb");
+  EXPECT_EQ(failed.action, DmAction::Fail);
+  EXPECT_EQ(failed.reason, "probe of 10.10.1.20:3260 via eth1 failed: connect timed out");
+  EXPECT_EQ(tracker.state("sdc"), PathState::Up);
+  EXPECT_EQ(tracker.state("sdd"), PathState::Up);
+
+  // The probe passing again asks for a check; the check reinstates.
+  EXPECT_THAT(tracker.probeResult("eth1", Portal{"10.10.1.20", 3260, 1}, true, "", t0 + 5s),
+              IsEmpty());
+  EXPECT_THAT(tracker.dueChecks(t0 + 5s), ElementsAre("sdb"));
+  EXPECT_EQ(only(tracker.checkCompleted("sdb", passed(), t0 + 5s)).action, DmAction::Reinstate);
+}
+
+TEST(HealthProactiveFailover, PassingTurDoesNotReinstateWhileTheProbeFails) {
+  HealthSettings settings;
+  settings.proactiveFailover = true;
+  HealthTracker tracker(settings);
+  addUp(tracker, "sdb", t0);
+  tracker.probeResult("eth1", Portal{"10.10.1.20", 3260, 1}, false, "no route", t0 + 1s);
+  EXPECT_THAT(tracker.checkCompleted("sdb", passed(), t0 + 2s), IsEmpty());
+  EXPECT_EQ(tracker.state("sdb"), PathState::Down);
+}
+
+TEST(HealthProactiveFailover, ProbeResultsAreIgnoredWhenDisabled) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  EXPECT_THAT(tracker.probeResult("eth1", Portal{"10.10.1.20", 3260, 1}, false, "down", t0 + 1s),
+              IsEmpty());
+  EXPECT_EQ(tracker.state("sdb"), PathState::Up);
+  EXPECT_EQ(tracker.health("sdb")->failures, 0U);
+}
+
+TEST(HealthProactiveFailover, UpdatedRouteDecidesWhichProbeApplies) {
+  HealthSettings settings;
+  settings.proactiveFailover = true;
+  HealthTracker tracker(settings);
+  addUp(tracker, "sdb", t0);
+  tracker.setRoute("sdb", PathRoute{"eth2", Portal{"10.10.1.20", 3260, 1}});
+  EXPECT_THAT(tracker.probeResult("eth1", Portal{"10.10.1.20", 3260, 1}, false, "x", t0 + 1s),
+              IsEmpty());
+  EXPECT_EQ(
+      only(tracker.probeResult("eth2", Portal{"10.10.1.20", 3260, 7}, false, "x", t0 + 1s)).device,
+      "sdb");
+}
+
+} // namespace
