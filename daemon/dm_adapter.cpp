@@ -1,1 +1,429 @@
-// Placeholder: written in the pathkeeperd work (issue #5).
+#include "dm_adapter.hpp"
+
+#include "c_handle.hpp"
+
+#include <fmt/format.h>
+#include <libdevmapper.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <system_error>
+
+namespace pathkeeper::daemon {
+
+std::string DmTargetLine::str() const {
+  std::string out = fmt::format("{} {} {}", start, length, targetType);
+  if (!params.empty()) {
+    out += ' ';
+    out += params;
+  }
+  return out;
+}
+
+// --- the generic sequences, built on the virtual primitives ----------------
+
+void DeviceMapper::reload(const std::string &name, std::uint64_t sizeSectors,
+                          const std::string &params) {
+  load(name, sizeSectors, params);
+  try {
+    suspend(name);
+  } catch (...) {
+    // The old table is still live; do not leave the new one waiting in the
+    // inactive slot, where a later plain resume would swap it in unasked.
+    try {
+      clearInactive(name);
+    } catch (...) {
+    }
+    // A suspend that failed half-way (e.g. interrupted while flushing) can
+    // still leave the map suspended.
+    try {
+      resume(name);
+    } catch (...) {
+    }
+    throw;
+  }
+  try {
+    resume(name);
+  } catch (...) {
+    // The swap failed; the kernel keeps the old table but may leave the
+    // map suspended. Resume again; if that fails as well, the inactive
+    // table is the likely culprit: drop it and try once more.
+    try {
+      resume(name);
+    } catch (...) {
+      try {
+        clearInactive(name);
+        resume(name);
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+}
+
+SuspendGuard::SuspendGuard(DeviceMapper &dm, std::string name,
+                           std::function<void(const std::exception &)> onResumeError)
+    : dm_(&dm), name_(std::move(name)), onResumeError_(std::move(onResumeError)) {
+  try {
+    dm_->suspend(name_);
+  } catch (...) {
+    // A failed suspend may still have suspended the map.
+    try {
+      dm_->resume(name_);
+    } catch (...) {
+    }
+    throw;
+  }
+}
+
+SuspendGuard::~SuspendGuard() {
+  if (!active_) {
+    return;
+  }
+  try {
+    dm_->resume(name_);
+  } catch (const std::exception &e) {
+    if (onResumeError_) {
+      onResumeError_(e);
+    }
+  }
+}
+
+void SuspendGuard::resume() {
+  active_ = false;
+  dm_->resume(name_);
+}
+
+std::vector<ResumedMap> resumeSuspendedMaps(DeviceMapper &dm, std::string_view uuidPrefix) {
+  std::vector<ResumedMap> out;
+  for (const auto &map : dm.list()) {
+    if (!map.suspended || !map.uuid.starts_with(uuidPrefix)) {
+      continue;
+    }
+    ResumedMap resumed;
+    resumed.name = map.name;
+    try {
+      if (map.inactiveTable) {
+        dm.clearInactive(map.name);
+        resumed.clearedInactive = true;
+      }
+      dm.resume(map.name);
+    } catch (const std::exception &e) {
+      resumed.error = e.what();
+    }
+    out.push_back(std::move(resumed));
+  }
+  return out;
+}
+
+// --- libdevmapper ----------------------------------------------------------
+
+namespace {
+
+using DmTaskPtr = CHandle<dm_task, dm_task_destroy>;
+
+// libdevmapper reports through one process-wide log function; the adapter
+// collects what it says during one call and puts it into that call's error.
+thread_local std::string gDmLog;
+bool gDmVerbose = false;
+
+// libdevmapper's levels (libdm/misc/dm-logging.h): the low 3 bits; the
+// higher bits are flags such as "to stderr" or "once".
+constexpr int kLogLevelMask = 7;
+constexpr int kLogWarn = 4;
+
+extern "C" void captureDmLog(int level, const char * /*file*/, int /*line*/, int /*dmErrno*/,
+                             const char *format, ...) __attribute__((format(printf, 5, 6)));
+
+extern "C" void captureDmLog(int level, const char * /*file*/, int /*line*/, int /*dmErrno*/,
+                             const char *format, ...) {
+  if ((level & kLogLevelMask) > kLogWarn && !gDmVerbose) {
+    return;
+  }
+  char buffer[512];
+  va_list args;
+  va_start(args, format);
+  const int n = std::vsnprintf(buffer, sizeof buffer, format, args);
+  va_end(args);
+  if (n <= 0) {
+    return;
+  }
+  if (!gDmLog.empty()) {
+    gDmLog += "; ";
+  }
+  gDmLog.append(buffer, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buffer - 1));
+}
+
+[[noreturn]] void throwDm(int errnum, std::string_view op, std::string_view name) {
+  std::string what = fmt::format("device-mapper {} {}", op, name);
+  if (!gDmLog.empty()) {
+    what += ": " + gDmLog;
+  }
+  throw std::system_error(errnum != 0 ? errnum : EIO, std::generic_category(), what);
+}
+
+DmTaskPtr newTask(int type, std::string_view op, const std::string &name) {
+  DmTaskPtr task(dm_task_create(type));
+  if (!task) {
+    throwDm(ENOMEM, op, name);
+  }
+  if (!name.empty() && dm_task_set_name(task.get(), name.c_str()) == 0) {
+    throwDm(EINVAL, op, name);
+  }
+  return task;
+}
+
+/// Runs a task; with a cookie it waits until udev has processed the event
+/// (dm_udev_wait also releases the cookie's semaphore when the ioctl failed).
+/// Returns the ioctl's errno, 0 on success.
+int runTask(dm_task *task, bool udevSync, std::uint16_t udevFlags, bool wantsCookie,
+            std::string_view op, const std::string &name) {
+  std::uint32_t cookie = 0;
+  const bool withCookie = wantsCookie && udevSync;
+  if (withCookie && dm_task_set_cookie(task, &cookie, udevFlags) == 0) {
+    throwDm(EINVAL, op, name);
+  }
+  const int ok = dm_task_run(task);
+  const int err = ok != 0 ? 0 : dm_task_get_errno(task);
+  if (withCookie) {
+    static_cast<void>(dm_udev_wait(cookie));
+  } else if (wantsCookie) {
+    // No udev: libdevmapper makes the /dev/mapper nodes itself.
+    dm_task_update_nodes();
+  }
+  return ok != 0 ? 0 : (err != 0 ? err : EIO);
+}
+
+void addMultipathTarget(dm_task *task, std::uint64_t sizeSectors, const std::string &params,
+                        std::string_view op, const std::string &name) {
+  if (dm_task_add_target(task, 0, sizeSectors, "multipath", params.c_str()) == 0) {
+    throwDm(EINVAL, op, name);
+  }
+}
+
+DmMapInfo infoOf(dm_task *task, const std::string &fallbackName) {
+  dm_info raw{};
+  if (dm_task_get_info(task, &raw) == 0 || raw.exists == 0) {
+    return DmMapInfo{};
+  }
+  DmMapInfo info;
+  const char *name = dm_task_get_name(task);
+  info.name = name != nullptr && *name != '\0' ? name : fallbackName;
+  const char *uuid = dm_task_get_uuid(task);
+  info.uuid = uuid != nullptr ? uuid : "";
+  info.devt = {raw.major, raw.minor};
+  info.openCount = raw.open_count;
+  info.suspended = raw.suspended != 0;
+  info.liveTable = raw.live_table != 0;
+  info.inactiveTable = raw.inactive_table != 0;
+  info.eventNr = raw.event_nr;
+  return info;
+}
+
+std::vector<DmTargetLine> targetsOf(dm_task *task) {
+  std::vector<DmTargetLine> lines;
+  void *next = nullptr;
+  do {
+    std::uint64_t start = 0;
+    std::uint64_t length = 0;
+    char *type = nullptr;
+    char *params = nullptr;
+    next = dm_get_next_target(task, next, &start, &length, &type, &params);
+    if (type == nullptr) {
+      break; // no table
+    }
+    std::string text = params != nullptr ? params : "";
+    while (!text.empty() && text.back() == ' ') {
+      text.pop_back(); // the multipath target ends its lines with a space
+    }
+    lines.push_back({start, length, type, std::move(text)});
+  } while (next != nullptr);
+  return lines;
+}
+
+} // namespace
+
+LibDevmapper::LibDevmapper(LibDevmapperOptions options) {
+  gDmVerbose = options.verbose;
+  dm_log_with_errno_init(captureDmLog);
+  dm_udev_set_sync_support(options.udevSync ? 1 : 0);
+  // libdevmapper answers 0 when udev is not running, whatever was asked.
+  udevSync_ = options.udevSync && dm_udev_get_sync_support() != 0;
+}
+
+LibDevmapper::~LibDevmapper() {
+  dm_lib_release();
+  dm_log_with_errno_init(nullptr);
+}
+
+std::vector<DmMapInfo> LibDevmapper::list() {
+  gDmLog.clear();
+  auto task = newTask(DM_DEVICE_LIST, "list", "");
+  if (int err = runTask(task.get(), udevSync_, 0, false, "list", ""); err != 0) {
+    throwDm(err, "list", "");
+  }
+  std::vector<std::string> names;
+  dm_names *entry = dm_task_get_names(task.get());
+  if (entry != nullptr && entry->dev != 0) {
+    for (;;) {
+      names.emplace_back(entry->name);
+      if (entry->next == 0) {
+        break;
+      }
+      entry = reinterpret_cast<dm_names *>(reinterpret_cast<char *>(entry) + entry->next);
+    }
+  }
+  std::vector<DmMapInfo> maps;
+  for (const auto &name : names) {
+    auto found = info(name);
+    if (found && found->targetType == "multipath") {
+      maps.push_back(std::move(*found));
+    }
+  }
+  std::ranges::sort(maps, {}, &DmMapInfo::name);
+  return maps;
+}
+
+std::optional<DmMapInfo> LibDevmapper::info(const std::string &name) {
+  gDmLog.clear();
+  // DM_DEVICE_TABLE gives the info and the target type in one ioctl.
+  auto task = newTask(DM_DEVICE_TABLE, "info", name);
+  if (int err = runTask(task.get(), udevSync_, 0, false, "info", name); err != 0) {
+    if (err == ENXIO) {
+      return std::nullopt;
+    }
+    throwDm(err, "info", name);
+  }
+  auto found = infoOf(task.get(), name);
+  if (found.name.empty()) {
+    return std::nullopt;
+  }
+  auto targets = targetsOf(task.get());
+  if (!targets.empty()) {
+    found.targetType = targets.front().targetType;
+  }
+  return found;
+}
+
+std::optional<std::vector<DmTargetLine>> LibDevmapper::table(const std::string &name) {
+  gDmLog.clear();
+  auto task = newTask(DM_DEVICE_TABLE, "table", name);
+  if (int err = runTask(task.get(), udevSync_, 0, false, "table", name); err != 0) {
+    if (err == ENXIO) {
+      return std::nullopt;
+    }
+    throwDm(err, "table", name);
+  }
+  if (infoOf(task.get(), name).name.empty()) {
+    return std::nullopt;
+  }
+  return targetsOf(task.get());
+}
+
+std::optional<std::vector<DmTargetLine>> LibDevmapper::status(const std::string &name) {
+  gDmLog.clear();
+  auto task = newTask(DM_DEVICE_STATUS, "status", name);
+  if (int err = runTask(task.get(), udevSync_, 0, false, "status", name); err != 0) {
+    if (err == ENXIO) {
+      return std::nullopt;
+    }
+    throwDm(err, "status", name);
+  }
+  if (infoOf(task.get(), name).name.empty()) {
+    return std::nullopt;
+  }
+  return targetsOf(task.get());
+}
+
+void LibDevmapper::create(const std::string &name, const std::string &uuid,
+                          std::uint64_t sizeSectors, const std::string &params) {
+  gDmLog.clear();
+  auto task = newTask(DM_DEVICE_CREATE, "create", name);
+  if (!uuid.empty() && dm_task_set_uuid(task.get(), uuid.c_str()) == 0) {
+    throwDm(EINVAL, "create", name);
+  }
+  addMultipathTarget(task.get(), sizeSectors, params, "create", name);
+  // With udev, the nodes are udev's job alone (as multipath-tools does):
+  // a library fallback would race the rules and leave nodes udev does not
+  // know about.
+  if (int err =
+          runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, "create", name);
+      err != 0) {
+    throwDm(err, "create", name);
+  }
+}
+
+void LibDevmapper::load(const std::string &name, std::uint64_t sizeSectors,
+                        const std::string &params) {
+  gDmLog.clear();
+  auto task = newTask(DM_DEVICE_RELOAD, "load", name);
+  addMultipathTarget(task.get(), sizeSectors, params, "load", name);
+  if (int err = runTask(task.get(), udevSync_, 0, false, "load", name); err != 0) {
+    throwDm(err, "load", name);
+  }
+}
+
+void LibDevmapper::clearInactive(const std::string &name) {
+  gDmLog.clear();
+  auto task = newTask(DM_DEVICE_CLEAR, "clear", name);
+  if (int err = runTask(task.get(), udevSync_, 0, false, "clear", name); err != 0) {
+    throwDm(err, "clear", name);
+  }
+}
+
+void LibDevmapper::suspend(const std::string &name) {
+  gDmLog.clear();
+  auto task = newTask(DM_DEVICE_SUSPEND, "suspend", name);
+  dm_task_no_flush(task.get());
+  if (int err = runTask(task.get(), udevSync_, 0, false, "suspend", name); err != 0) {
+    throwDm(err, "suspend", name);
+  }
+}
+
+void LibDevmapper::resume(const std::string &name) {
+  gDmLog.clear();
+  auto task = newTask(DM_DEVICE_RESUME, "resume", name);
+  // A resume with a new table suspends first; never wait for queued I/O
+  // (a map queueing without paths would hang).
+  dm_task_no_flush(task.get());
+  // Every map we resume existed before: DM_SUBSYSTEM_UDEV_FLAG0 is
+  // multipath-tools' "reload" flag, which tells 11-dm-mpath.rules that
+  // this is not a new device and the previous udev state still holds.
+  const std::uint16_t flags = DM_UDEV_DISABLE_LIBRARY_FALLBACK | DM_SUBSYSTEM_UDEV_FLAG0;
+  if (int err = runTask(task.get(), udevSync_, flags, true, "resume", name); err != 0) {
+    throwDm(err, "resume", name);
+  }
+}
+
+void LibDevmapper::remove(const std::string &name, bool deferred) {
+  gDmLog.clear();
+  auto task = newTask(DM_DEVICE_REMOVE, "remove", name);
+  if (deferred) {
+    dm_task_deferred_remove(task.get());
+  } else {
+    // udev's own rules briefly open a map after a change: retry through that.
+    dm_task_retry_remove(task.get());
+  }
+  if (int err =
+          runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, "remove", name);
+      err != 0) {
+    throwDm(err, "remove", name);
+  }
+}
+
+void LibDevmapper::message(const std::string &name, const std::string &text) {
+  gDmLog.clear();
+  const std::string op = "message '" + text + "' to";
+  auto task = newTask(DM_DEVICE_TARGET_MSG, op, name);
+  if (dm_task_set_sector(task.get(), 0) == 0 ||
+      dm_task_set_message(task.get(), text.c_str()) == 0) {
+    throwDm(EINVAL, op, name);
+  }
+  if (int err = runTask(task.get(), udevSync_, 0, false, op, name); err != 0) {
+    throwDm(err, op, name);
+  }
+}
+
+} // namespace pathkeeper::daemon

@@ -1,2 +1,177 @@
 #pragma once
-// Placeholder: written in the pathkeeperd work (issue #5).
+
+// Device-mapper behind a small interface. LibDevmapper drives the kernel
+// through libdevmapper; the reconciler and its tests see only DeviceMapper.
+//
+// Error rule: every operation that the kernel or libdevmapper refuses throws
+// std::system_error, whose what() names the operation and the map and
+// carries libdevmapper's own log lines ("reload xserve-upper: ...").
+// "The map does not exist" is not an error for the readers: info(), table()
+// and status() return std::nullopt for it.
+
+#include "model.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pathkeeper::daemon {
+
+/// @brief The DM UUID prefix of multipath maps (ours and multipathd's).
+inline constexpr std::string_view kMultipathUuidPrefix = "mpath-";
+
+/// @brief One device-mapper device, as DM_DEVICE_INFO reports it.
+struct DmMapInfo {
+  std::string name;
+  std::string uuid;
+  selector::DevT devt;
+  int openCount = 0;
+  bool suspended = false;
+  bool liveTable = false;
+  bool inactiveTable = false;
+  std::uint32_t eventNr = 0; ///< bumped by the kernel on every table event
+  std::string targetType;    ///< the first target's type; "multipath" for ours
+  bool operator==(const DmMapInfo &) const = default;
+};
+
+/// @brief One target line of a table or status: "<start> <length> <type> <params>".
+struct DmTargetLine {
+  std::uint64_t start = 0;
+  std::uint64_t length = 0;
+  std::string targetType;
+  std::string params;
+  bool operator==(const DmTargetLine &) const = default;
+
+  /// @brief The whole line, as dmsetup prints it (without a trailing space).
+  [[nodiscard]] std::string str() const;
+};
+
+/// @brief The device-mapper operations pathkeeper uses. Implementations throw
+/// std::system_error on failure (see the file comment).
+class DeviceMapper {
+public:
+  DeviceMapper() = default;
+  DeviceMapper(const DeviceMapper &) = delete;
+  DeviceMapper &operator=(const DeviceMapper &) = delete;
+  virtual ~DeviceMapper() = default;
+
+  /// @brief Every multipath map (target type "multipath"), sorted by name.
+  virtual std::vector<DmMapInfo> list() = 0;
+  /// @brief One device of any target type; nullopt when it does not exist.
+  virtual std::optional<DmMapInfo> info(const std::string &name) = 0;
+  /// @brief The live table; nullopt when the map does not exist.
+  virtual std::optional<std::vector<DmTargetLine>> table(const std::string &name) = 0;
+  /// @brief The status lines; nullopt when the map does not exist.
+  virtual std::optional<std::vector<DmTargetLine>> status(const std::string &name) = 0;
+
+  /// @brief Creates, loads and resumes a one-target multipath map.
+  virtual void create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
+                      const std::string &params) = 0;
+  /// @brief Loads a multipath table into the inactive slot; the live one keeps running.
+  virtual void load(const std::string &name, std::uint64_t sizeSectors,
+                    const std::string &params) = 0;
+  /// @brief Drops the inactive table, if any.
+  virtual void clearInactive(const std::string &name) = 0;
+  /// @brief Suspends without flushing queued I/O (a map queueing with no
+  /// path would otherwise never finish suspending).
+  virtual void suspend(const std::string &name) = 0;
+  /// @brief Resumes; swaps in the inactive table when there is one.
+  virtual void resume(const std::string &name) = 0;
+  /// @brief Removes the map; @p deferred removes it at its last close
+  /// instead of failing while it is open.
+  virtual void remove(const std::string &name, bool deferred) = 0;
+  /// @brief Sends a target message (sector 0), e.g. "fail_path 8:16".
+  virtual void message(const std::string &name, const std::string &text) = 0;
+
+  /// @brief Replaces the live table: load, suspend, resume.
+  /// Failure semantics, in every case the map is left resumed (when the
+  /// kernel lets us) and the exception of the first failure is rethrown:
+  /// - load fails: nothing changed, the old table stays live;
+  /// - suspend fails: the inactive table is cleared, the old table stays live;
+  /// - resume (the table swap) fails: the kernel can leave the map suspended
+  ///   with the old table; it is resumed again, after clearing the inactive
+  ///   table if the retry fails too.
+  void reload(const std::string &name, std::uint64_t sizeSectors, const std::string &params);
+};
+
+/// @brief Keeps a map suspended for a scope: suspends on construction and
+/// resumes on destruction, on every path out, unless release()d after an
+/// explicit resume. A resume failure in the destructor is reported to
+/// @p onResumeError (never thrown from a destructor).
+class SuspendGuard {
+public:
+  SuspendGuard(DeviceMapper &dm, std::string name,
+               std::function<void(const std::exception &)> onResumeError = {});
+  SuspendGuard(const SuspendGuard &) = delete;
+  SuspendGuard &operator=(const SuspendGuard &) = delete;
+  ~SuspendGuard();
+
+  /// @brief Resumes now; throws what resume() throws. The guard is then done.
+  void resume();
+
+private:
+  DeviceMapper *dm_;
+  std::string name_;
+  std::function<void(const std::exception &)> onResumeError_;
+  bool active_ = true;
+};
+
+/// @brief What resumeSuspendedMaps() did to one map.
+struct ResumedMap {
+  std::string name;
+  bool clearedInactive = false; ///< a half-done reload's table was dropped
+  std::string error;            ///< empty on success
+};
+
+/// @brief Startup repair: resumes every map whose DM UUID starts with
+/// @p uuidPrefix and that is suspended (e.g. the daemon was killed in the
+/// middle of a reload). A pending inactive table is cleared first, so the
+/// map comes back with the table it was running; the reconciler reloads it
+/// afterwards if it is not the wanted one. Never throws for one map's
+/// failure: it is reported in the result.
+std::vector<ResumedMap> resumeSuspendedMaps(DeviceMapper &dm,
+                                            std::string_view uuidPrefix = kMultipathUuidPrefix);
+
+/// @brief Options of the real adapter.
+struct LibDevmapperOptions {
+  /// Wait for udev (cookies) on create, resume and remove, so /dev/mapper
+  /// nodes and udev rules have run when a call returns. With false (no udev
+  /// on the machine) libdevmapper creates the nodes itself.
+  bool udevSync = true;
+  /// Let libdevmapper write its debug messages into the captured log too.
+  bool verbose = false;
+};
+
+/// @brief DeviceMapper through libdevmapper. libdevmapper keeps global state
+/// (log function, udev sync switch), so create one per process. Move-only
+/// is pointless for a stateless front end; it is neither copied nor moved.
+class LibDevmapper final : public DeviceMapper {
+public:
+  explicit LibDevmapper(LibDevmapperOptions options = {});
+  ~LibDevmapper() override;
+
+  std::vector<DmMapInfo> list() override;
+  std::optional<DmMapInfo> info(const std::string &name) override;
+  std::optional<std::vector<DmTargetLine>> table(const std::string &name) override;
+  std::optional<std::vector<DmTargetLine>> status(const std::string &name) override;
+  void create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
+              const std::string &params) override;
+  void load(const std::string &name, std::uint64_t sizeSectors, const std::string &params) override;
+  void clearInactive(const std::string &name) override;
+  void suspend(const std::string &name) override;
+  void resume(const std::string &name) override;
+  void remove(const std::string &name, bool deferred) override;
+  void message(const std::string &name, const std::string &text) override;
+
+  /// @brief Whether udev synchronisation is in effect (asked for, and udev
+  /// is running).
+  [[nodiscard]] bool udevSync() const { return udevSync_; }
+
+private:
+  bool udevSync_;
+};
+
+} // namespace pathkeeper::daemon
