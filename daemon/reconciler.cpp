@@ -1,1 +1,447 @@
-// Placeholder: written in the pathkeeperd work (issue #5).
+#include "reconciler.hpp"
+
+#include "features.hpp"
+#include "text.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace pathkeeper::daemon {
+
+std::string_view toString(ReloadReason reason) {
+  switch (reason) {
+  case ReloadReason::Size:
+    return "size";
+  case ReloadReason::Paths:
+    return "paths";
+  case ReloadReason::Groups:
+    return "groups";
+  case ReloadReason::Selector:
+    return "selector";
+  case ReloadReason::Features:
+    return "features";
+  case ReloadReason::HwHandler:
+    return "hardware handler";
+  case ReloadReason::Unreadable:
+    return "unreadable live table";
+  }
+  return "?";
+}
+
+std::string Action::describe() const {
+  switch (kind) {
+  case ActionKind::Create:
+    return fmt::format("create {} ({}, {} sectors)", map, uuid, sizeSectors);
+  case ActionKind::Reload: {
+    std::vector<std::string_view> words;
+    for (auto reason : reasons) {
+      words.push_back(toString(reason));
+    }
+    return fmt::format("reload {} ({})", map, fmt::join(words, ", "));
+  }
+  case ActionKind::Message:
+    return fmt::format("message {} {}", map, message);
+  }
+  return "?";
+}
+
+namespace {
+
+/// A device as the kernel prints it ("8:16"); /dev paths stay as they are.
+std::string canonicalDevice(const std::string &device) {
+  auto devt = selector::parseDevT(device);
+  return devt ? devt->str() : device;
+}
+
+std::vector<std::string> sortedDevices(const selector::DmTableGroup &group) {
+  std::vector<std::string> devices;
+  for (const auto &path : group.paths) {
+    devices.push_back(canonicalDevice(path.device));
+  }
+  std::ranges::sort(devices);
+  return devices;
+}
+
+std::vector<ReloadReason> compareTables(const selector::DmTable &want,
+                                        const selector::DmTable &have) {
+  std::vector<ReloadReason> reasons;
+  if (want.length != have.length) {
+    reasons.push_back(ReloadReason::Size);
+  }
+
+  std::set<std::string> wantPaths;
+  std::set<std::string> havePaths;
+  for (const auto &group : want.groups) {
+    for (const auto &device : sortedDevices(group)) {
+      wantPaths.insert(device);
+    }
+  }
+  for (const auto &group : have.groups) {
+    for (const auto &device : sortedDevices(group)) {
+      havePaths.insert(device);
+    }
+  }
+  if (wantPaths != havePaths) {
+    reasons.push_back(ReloadReason::Paths);
+  } else {
+    bool regrouped = want.groups.size() != have.groups.size();
+    for (std::size_t g = 0; !regrouped && g < want.groups.size(); ++g) {
+      regrouped = sortedDevices(want.groups[g]) != sortedDevices(have.groups[g]);
+    }
+    if (regrouped) {
+      reasons.push_back(ReloadReason::Groups);
+    }
+  }
+
+  // Selectors group by group, and the per-path args of every path both
+  // tables carry (e.g. service-time's relative_throughput).
+  bool selectorChanged = false;
+  std::map<std::string, std::vector<std::string>> haveArgs;
+  for (std::size_t g = 0; g < have.groups.size(); ++g) {
+    for (const auto &path : have.groups[g].paths) {
+      haveArgs[canonicalDevice(path.device)] = path.args;
+    }
+  }
+  for (std::size_t g = 0; g < std::min(want.groups.size(), have.groups.size()); ++g) {
+    const auto &w = want.groups[g];
+    const auto &h = have.groups[g];
+    if (w.selector != h.selector || w.selectorArgs != h.selectorArgs ||
+        w.argsPerPath != h.argsPerPath) {
+      selectorChanged = true;
+    }
+  }
+  for (const auto &group : want.groups) {
+    for (const auto &path : group.paths) {
+      auto found = haveArgs.find(canonicalDevice(path.device));
+      if (found != haveArgs.end() && found->second != path.args) {
+        selectorChanged = true;
+      }
+    }
+  }
+  if (selectorChanged) {
+    reasons.push_back(ReloadReason::Selector);
+  }
+
+  auto wantFeatures = selector::kernelEffective(want.features);
+  auto haveFeatures = selector::kernelEffective(have.features);
+  wantFeatures.queueIfNoPath = false; // runtime state: messages, not reloads
+  haveFeatures.queueIfNoPath = false;
+  if (wantFeatures != haveFeatures) {
+    reasons.push_back(ReloadReason::Features);
+  }
+
+  if (!want.hwHandler.empty() &&
+      (want.hwHandler != have.hwHandler || want.hwHandlerArgs != have.hwHandlerArgs)) {
+    reasons.push_back(ReloadReason::HwHandler);
+  }
+  return reasons;
+}
+
+/// The table line without "<start> <length> multipath", as libdevmapper
+/// takes it.
+std::string paramsOf(const std::string &line) {
+  auto words = selector::splitWords(line);
+  std::string out;
+  for (std::size_t i = 3; i < words.size(); ++i) {
+    if (!out.empty()) {
+      out += ' ';
+    }
+    out += words[i];
+  }
+  return out;
+}
+
+Action messageAction(const std::string &map, std::string text) {
+  Action action;
+  action.kind = ActionKind::Message;
+  action.map = map;
+  action.message = std::move(text);
+  return action;
+}
+
+/// What the kernel holds for a map's runtime state, as the messages see it.
+struct RuntimeState {
+  std::map<std::string, bool> active; ///< device -> 'A'; empty when unknown
+  bool knownPaths = false;
+  unsigned group = 0; ///< 1-based; 0 when unknown
+  bool queueIfNoPath = false;
+};
+
+/// The messages that take a map from @p now to what the input asks.
+/// Reinstatements go first, so that failing a path never leaves the map
+/// with no usable path while another one is about to come back.
+void planMessages(const ReconcileInput &input, const selector::MapSpec &spec,
+                  const std::string &map, const RuntimeState &now, std::vector<Action> &out) {
+  std::vector<Action> reinstate;
+  std::vector<Action> failPaths;
+  if (now.knownPaths) {
+    for (const auto &group : spec.groups) {
+      for (const auto &path : group.paths) {
+        auto wanted = input.usable.find(path.devt);
+        auto live = now.active.find(path.devt.str());
+        if (wanted == input.usable.end() || live == now.active.end()) {
+          continue;
+        }
+        if (wanted->second && !live->second) {
+          reinstate.push_back(messageAction(map, "reinstate_path " + path.devt.str()));
+        } else if (!wanted->second && live->second) {
+          failPaths.push_back(messageAction(map, "fail_path " + path.devt.str()));
+        }
+      }
+    }
+  }
+  std::ranges::move(reinstate, std::back_inserter(out));
+  std::ranges::move(failPaths, std::back_inserter(out));
+
+  if (auto group = input.activeGroup.find(spec.alias); group != input.activeGroup.end()) {
+    if (group->second >= 1 && group->second <= spec.groups.size() && group->second != now.group) {
+      out.push_back(messageAction(map, "switch_group " + std::to_string(group->second)));
+    }
+  }
+
+  bool queue = spec.features.queueIfNoPath;
+  if (auto found = input.queueIfNoPath.find(spec.alias); found != input.queueIfNoPath.end()) {
+    queue = found->second;
+  }
+  if (queue != now.queueIfNoPath) {
+    out.push_back(messageAction(map, queue ? "queue_if_no_path" : "fail_if_no_path"));
+  }
+}
+
+/// A freshly loaded table: every path active, the initial group, the
+/// table's own queue_if_no_path.
+RuntimeState freshState(const selector::MapSpec &spec) {
+  RuntimeState state;
+  state.knownPaths = true;
+  for (const auto &group : spec.groups) {
+    for (const auto &path : group.paths) {
+      state.active[path.devt.str()] = true;
+    }
+  }
+  state.group = spec.initialGroup;
+  state.queueIfNoPath = selector::kernelEffective(spec.features).queueIfNoPath;
+  return state;
+}
+
+RuntimeState liveState(const LiveMap &live) {
+  RuntimeState state;
+  if (live.status) {
+    state.knownPaths = true;
+    for (const auto &group : live.status->groups) {
+      for (const auto &path : group.paths) {
+        state.active[canonicalDevice(path.device)] = path.active;
+      }
+    }
+    // The kernel prints the group it will use next, or the current one.
+    state.group = live.status->nextGroup;
+  }
+  if (live.table) {
+    state.queueIfNoPath = live.table->features.queueIfNoPath;
+  }
+  return state;
+}
+
+} // namespace
+
+ReconcilePlan planReconcile(const ReconcileInput &input) {
+  ReconcilePlan plan;
+  const bool owner = input.mode == ReconcileMode::Owner;
+  std::map<std::string, const LiveMap *> byName;
+  std::map<std::string, const LiveMap *> byUuid;
+  for (const auto &live : input.live) {
+    byName[live.info.name] = &live;
+    if (!live.info.uuid.empty()) {
+      byUuid[live.info.uuid] = &live;
+    }
+  }
+  std::set<std::string> claimed; // live maps some desired map accounts for
+
+  for (const auto &planned : input.desired) {
+    const auto &spec = planned.spec;
+    const std::string uuid = spec.dmUuid();
+    std::string line = planned.table;
+    if (line.empty()) {
+      auto rendered = selector::renderDmTable(spec);
+      if (!rendered) {
+        plan.refused.push_back({spec.alias, "cannot render its table: " + rendered.error()});
+        continue;
+      }
+      line = *rendered;
+    }
+    auto want = selector::parseDmTable(line);
+    if (!want) {
+      plan.refused.push_back({spec.alias, "its planned table does not parse: " + want.error()});
+      continue;
+    }
+
+    const LiveMap *live = nullptr;
+    if (auto found = byName.find(spec.alias); found != byName.end()) {
+      live = found->second;
+    }
+    if (!owner && (live == nullptr || live->info.uuid != uuid)) {
+      auto found = byUuid.find(uuid);
+      live = found != byUuid.end() ? found->second : nullptr;
+      if (live == nullptr) {
+        plan.refused.push_back(
+            {spec.alias, "companion mode: multipathd has no map with DM UUID " + uuid});
+        continue;
+      }
+    }
+
+    if (live == nullptr) {
+      if (auto other = byUuid.find(uuid); other != byUuid.end()) {
+        claimed.insert(other->second->info.name);
+        plan.refused.push_back(
+            {spec.alias, fmt::format("WWID {} is already mapped as '{}' "
+                                     "(DM UUID {}); renaming is not done",
+                                     spec.wwid, other->second->info.name, uuid)});
+        continue;
+      }
+      Action create;
+      create.kind = ActionKind::Create;
+      create.map = spec.alias;
+      create.uuid = uuid;
+      create.sizeSectors = want->length;
+      create.params = paramsOf(line);
+      plan.actions.push_back(std::move(create));
+      planMessages(input, spec, spec.alias, freshState(spec), plan.actions);
+      continue;
+    }
+
+    claimed.insert(live->info.name);
+    const std::string &name = live->info.name;
+    if (live->info.uuid != uuid) {
+      plan.refused.push_back(
+          {spec.alias, fmt::format("the name is taken by a map with DM UUID '{}', not {}; "
+                                   "it is not ours and is left alone",
+                                   live->info.uuid, uuid)});
+      continue;
+    }
+    if (live->targetCount != 1 || !live->target || live->target->targetType != "multipath") {
+      plan.refused.push_back(
+          {spec.alias, fmt::format("the live map is not a single multipath target ({} "
+                                   "targets, first '{}'); left alone",
+                                   live->targetCount, live->info.targetType)});
+      continue;
+    }
+
+    std::vector<ReloadReason> reasons;
+    if (!live->table) {
+      reasons.push_back(ReloadReason::Unreadable);
+    } else {
+      reasons = compareTables(*want, *live->table);
+    }
+    if (reasons.empty()) {
+      plan.adopted.push_back(name);
+      planMessages(input, spec, name, liveState(*live), plan.actions);
+    } else if (owner) {
+      Action reload;
+      reload.kind = ActionKind::Reload;
+      reload.map = name;
+      reload.sizeSectors = want->length;
+      reload.params = paramsOf(line);
+      reload.reasons = std::move(reasons);
+      plan.actions.push_back(std::move(reload));
+      planMessages(input, spec, name, freshState(spec), plan.actions);
+    } else {
+      // Companion: the table is multipathd's business; path states still
+      // follow pathkeeper's checks.
+      planMessages(input, spec, name, liveState(*live), plan.actions);
+    }
+  }
+
+  if (owner) {
+    for (const auto &live : input.live) {
+      if (claimed.contains(live.info.name) || !live.info.uuid.starts_with(kMultipathUuidPrefix)) {
+        continue;
+      }
+      plan.stale.push_back(
+          {live.info.name, live.info.uuid, live.status ? live.status->activePaths() : 0U});
+    }
+  }
+  return plan;
+}
+
+LiveMap makeLiveMap(DmMapInfo info, const std::vector<DmTargetLine> &table,
+                    const std::vector<DmTargetLine> &status) {
+  LiveMap live;
+  live.info = std::move(info);
+  live.targetCount = table.size();
+  if (table.size() != 1 || table.front().targetType != "multipath") {
+    return live;
+  }
+  live.target = table.front();
+  auto parsed = selector::parseDmTable(live.target->params, false);
+  if (parsed) {
+    parsed->start = live.target->start;
+    parsed->length = live.target->length;
+    live.table = std::move(*parsed);
+  } else {
+    live.parseError = "table: " + parsed.error();
+  }
+  if (status.size() == 1 && status.front().targetType == "multipath") {
+    auto parsedStatus = selector::parseDmStatus(status.front().params, false);
+    if (parsedStatus) {
+      parsedStatus->start = status.front().start;
+      parsedStatus->length = status.front().length;
+      live.status = std::move(*parsedStatus);
+    } else {
+      live.parseError +=
+          (live.parseError.empty() ? "" : "; ") + ("status: " + parsedStatus.error());
+    }
+  }
+  return live;
+}
+
+std::vector<LiveMap> readLiveMaps(DeviceMapper &dm) {
+  std::vector<LiveMap> maps;
+  for (auto &info : dm.list()) {
+    auto table = dm.table(info.name);
+    auto status = dm.status(info.name);
+    if (!table || !status) {
+      continue; // removed while we read it
+    }
+    maps.push_back(makeLiveMap(std::move(info), *table, *status));
+  }
+  return maps;
+}
+
+std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, DeviceMapper &dm) {
+  std::vector<ActionOutcome> outcomes;
+  std::set<std::string> broken; // maps whose create or reload failed
+  for (const auto &action : actions) {
+    ActionOutcome outcome;
+    outcome.action = action;
+    if (broken.contains(action.map)) {
+      outcome.skipped = true;
+      outcome.error = "skipped: an earlier table action on " + action.map + " failed";
+      outcomes.push_back(std::move(outcome));
+      continue;
+    }
+    try {
+      switch (action.kind) {
+      case ActionKind::Create:
+        dm.create(action.map, action.uuid, action.sizeSectors, action.params);
+        break;
+      case ActionKind::Reload:
+        dm.reload(action.map, action.sizeSectors, action.params);
+        break;
+      case ActionKind::Message:
+        dm.message(action.map, action.message);
+        break;
+      }
+      outcome.ok = true;
+    } catch (const std::exception &e) {
+      outcome.error = e.what();
+      if (action.kind != ActionKind::Message) {
+        broken.insert(action.map);
+      }
+    }
+    outcomes.push_back(std::move(outcome));
+  }
+  return outcomes;
+}
+
+} // namespace pathkeeper::daemon

@@ -1,1 +1,914 @@
-// Placeholder: written in the pathkeeperd work (issue #5).
+#include "reconciler.hpp"
+
+#include "dm_adapter.hpp"
+#include "dm_table.hpp"
+#include "text.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <system_error>
+
+namespace pathkeeper::daemon {
+namespace {
+
+using selector::DevT;
+using selector::MapSpec;
+using selector::PlannedMap;
+using selector::SelectorKind;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// --- a fake kernel ---------------------------------------------------------
+
+/// One map in the fake kernel, with the runtime state dm-mpath keeps.
+struct FakeMap {
+  std::string uuid;
+  DevT devt;
+  std::string targetType = "multipath";
+  std::uint64_t length = 0;
+  std::string params; ///< the live table as loaded
+  std::optional<std::pair<std::uint64_t, std::string>> inactive;
+  bool suspended = false;
+  std::uint32_t eventNr = 0;
+  std::map<std::string, bool> pathActive;
+  unsigned nextGroup = 1;
+  bool queueIfNoPath = false;
+  std::string attachedHandler; ///< what scsi_dh attached, echoed by the kernel
+};
+
+/// Records every call and fails the ones it is told to, the way the kernel
+/// would: a failed table swap on resume drops the new table and leaves the
+/// map suspended; a failed suspend may leave it suspended.
+class FakeDeviceMapper final : public DeviceMapper {
+public:
+  std::map<std::string, FakeMap> maps;
+  std::vector<std::string> calls;
+  std::map<std::string, int> failures; ///< operation -> how many of its next calls fail
+
+  std::vector<std::string> modifyingCalls() const {
+    static const std::set<std::string> readers{"list", "info", "table", "status"};
+    std::vector<std::string> out;
+    for (const auto &call : calls) {
+      if (!readers.contains(call.substr(0, call.find(' ')))) {
+        out.push_back(call);
+      }
+    }
+    return out;
+  }
+
+  /// Adds a map as if someone had created it earlier.
+  void seed(const std::string &name, const std::string &uuid, const std::string &tableLine) {
+    auto words = selector::splitWords(tableLine);
+    FakeMap map;
+    map.uuid = uuid;
+    map.devt = {253, static_cast<std::uint32_t>(maps.size())};
+    map.length = std::stoull(words.at(1));
+    map.targetType = words.at(2);
+    map.params = join(words, 3);
+    if (map.targetType == "multipath") {
+      adoptTable(map);
+    }
+    maps[name] = std::move(map);
+  }
+
+  std::vector<DmMapInfo> list() override {
+    calls.emplace_back("list");
+    std::vector<DmMapInfo> out;
+    for (const auto &[name, map] : maps) {
+      if (map.targetType == "multipath") {
+        out.push_back(infoOf(name, map));
+      }
+    }
+    return out;
+  }
+  std::optional<DmMapInfo> info(const std::string &name) override {
+    calls.push_back("info " + name);
+    auto it = maps.find(name);
+    if (it == maps.end()) {
+      return std::nullopt;
+    }
+    return infoOf(name, it->second);
+  }
+  std::optional<std::vector<DmTargetLine>> table(const std::string &name) override {
+    calls.push_back("table " + name);
+    auto it = maps.find(name);
+    if (it == maps.end()) {
+      return std::nullopt;
+    }
+    return std::vector<DmTargetLine>{
+        {0, it->second.length, it->second.targetType, echo(it->second)}};
+  }
+  std::optional<std::vector<DmTargetLine>> status(const std::string &name) override {
+    calls.push_back("status " + name);
+    auto it = maps.find(name);
+    if (it == maps.end()) {
+      return std::nullopt;
+    }
+    return std::vector<DmTargetLine>{
+        {0, it->second.length, it->second.targetType, statusLine(it->second)}};
+  }
+  void create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
+              const std::string &params) override {
+    step("create", name);
+    if (maps.contains(name)) {
+      throw std::system_error(EEXIST, std::generic_category(), "create " + name);
+    }
+    FakeMap map;
+    map.uuid = uuid;
+    map.devt = {253, static_cast<std::uint32_t>(maps.size())};
+    map.length = sizeSectors;
+    map.params = params;
+    adoptTable(map);
+    maps[name] = std::move(map);
+  }
+  void load(const std::string &name, std::uint64_t sizeSectors,
+            const std::string &params) override {
+    step("load", name);
+    mapOf(name).inactive = {sizeSectors, params};
+  }
+  void clearInactive(const std::string &name) override {
+    step("clear", name);
+    mapOf(name).inactive.reset();
+  }
+  void suspend(const std::string &name) override {
+    auto &map = mapOf(name);
+    calls.push_back("suspend " + name);
+    if (consumeFailure("suspend")) {
+      map.suspended = true; // interrupted half-way: the worst case
+      throw std::system_error(EINTR, std::generic_category(), "suspend " + name);
+    }
+    map.suspended = true;
+  }
+  void resume(const std::string &name) override {
+    auto &map = mapOf(name);
+    calls.push_back("resume " + name);
+    if (consumeFailure("resume")) {
+      if (map.inactive) {
+        // dm-ioctl's do_resume: suspend, the swap fails, the new table is
+        // destroyed and the map stays suspended on the old one.
+        map.inactive.reset();
+        map.suspended = true;
+      }
+      throw std::system_error(EINVAL, std::generic_category(), "resume " + name);
+    }
+    if (map.inactive) {
+      map.length = map.inactive->first;
+      map.params = map.inactive->second;
+      map.inactive.reset();
+      adoptTable(map);
+      ++map.eventNr;
+    }
+    map.suspended = false;
+  }
+  void remove(const std::string &name, bool deferred) override {
+    step(deferred ? "remove-deferred" : "remove", name);
+    maps.erase(name);
+  }
+  void message(const std::string &name, const std::string &text) override {
+    step("message", name + " " + text);
+    auto &map = mapOf(name);
+    auto words = selector::splitWords(text);
+    if (words.size() == 2 && (words[0] == "fail_path" || words[0] == "reinstate_path")) {
+      auto path = map.pathActive.find(words[1]);
+      if (path == map.pathActive.end()) {
+        throw std::system_error(EINVAL, std::generic_category(), "no path " + words[1]);
+      }
+      path->second = words[0] == "reinstate_path";
+      ++map.eventNr;
+    } else if (words.size() == 2 && words[0] == "switch_group") {
+      map.nextGroup = static_cast<unsigned>(std::stoul(words[1]));
+    } else if (text == "queue_if_no_path" || text == "fail_if_no_path") {
+      map.queueIfNoPath = text == "queue_if_no_path";
+    } else {
+      throw std::system_error(EINVAL, std::generic_category(), "unknown message " + text);
+    }
+  }
+
+private:
+  static std::string join(const std::vector<std::string> &words, std::size_t from) {
+    std::string out;
+    for (std::size_t i = from; i < words.size(); ++i) {
+      out += (out.empty() ? "" : " ") + words[i];
+    }
+    return out;
+  }
+
+  FakeMap &mapOf(const std::string &name) {
+    auto it = maps.find(name);
+    if (it == maps.end()) {
+      throw std::system_error(ENXIO, std::generic_category(), "no map " + name);
+    }
+    return it->second;
+  }
+
+  bool consumeFailure(const std::string &op) {
+    auto it = failures.find(op);
+    if (it == failures.end() || it->second == 0) {
+      return false;
+    }
+    --it->second;
+    return true;
+  }
+
+  void step(const std::string &op, const std::string &what) {
+    calls.push_back(op + " " + what);
+    if (consumeFailure(op)) {
+      throw std::system_error(EIO, std::generic_category(), op + " " + what);
+    }
+  }
+
+  /// A new table: every path active, the initial group, its features.
+  static void adoptTable(FakeMap &map) {
+    auto table = selector::parseDmTable(map.params, false);
+    if (!table) {
+      throw std::system_error(EINVAL, std::generic_category(), table.error());
+    }
+    map.pathActive.clear();
+    for (const auto &group : table->groups) {
+      for (const auto &path : group.paths) {
+        map.pathActive[path.device] = true;
+      }
+    }
+    map.nextGroup = table->initialGroup;
+    map.queueIfNoPath = table->features.queueIfNoPath;
+  }
+
+  /// The table as the kernel prints it back: queue_if_no_path as it is
+  /// now, the attached handler when the table named none.
+  static std::string echo(const FakeMap &map) {
+    if (map.targetType != "multipath") {
+      return map.params;
+    }
+    auto table = selector::parseDmTable(map.params, false);
+    auto &args = table->featureArgs;
+    std::erase(args, "queue_if_no_path");
+    if (map.queueIfNoPath) {
+      args.insert(args.begin(), "queue_if_no_path");
+    }
+    if (table->hwHandler.empty() && !map.attachedHandler.empty()) {
+      table->hwHandler = map.attachedHandler;
+    }
+    table->initialGroup = map.nextGroup;
+    table->length = map.length;
+    return join(selector::splitWords(selector::renderDmTable(*table)), 3);
+  }
+
+  static std::string statusLine(const FakeMap &map) {
+    if (map.targetType != "multipath") {
+      return "";
+    }
+    auto table = selector::parseDmTable(map.params, false);
+    std::string out =
+        "2 0 0 0 " + std::to_string(table->groups.size()) + " " + std::to_string(map.nextGroup);
+    for (std::size_t g = 0; g < table->groups.size(); ++g) {
+      out += g + 1 == map.nextGroup ? " A 0 " : " E 0 ";
+      out += std::to_string(table->groups[g].paths.size()) + " 0";
+      for (const auto &path : table->groups[g].paths) {
+        out += " " + path.device + (map.pathActive.at(path.device) ? " A 0" : " F 1");
+      }
+    }
+    return out;
+  }
+
+  static DmMapInfo infoOf(const std::string &name, const FakeMap &map) {
+    DmMapInfo info;
+    info.name = name;
+    info.uuid = map.uuid;
+    info.devt = map.devt;
+    info.suspended = map.suspended;
+    info.liveTable = true;
+    info.inactiveTable = map.inactive.has_value();
+    info.eventNr = map.eventNr;
+    info.targetType = map.targetType;
+    return info;
+  }
+};
+
+// --- desired maps ----------------------------------------------------------
+
+constexpr std::uint64_t kSize = 524288;
+const std::string kWwid = "36001405aaaaaaaaaaaaaaaaaaaaaaaaa";
+const std::string kUuid = "mpath-" + kWwid;
+
+selector::Path path(std::uint32_t minor) {
+  selector::Path p;
+  p.device = "sd" + std::to_string(minor);
+  p.devt = {8, minor};
+  return p;
+}
+
+/// xserve-upper: one group of two paths (8:16, 8:32), round-robin.
+MapSpec upperSpec() {
+  MapSpec spec;
+  spec.alias = "xserve-upper";
+  spec.wwid = kWwid;
+  spec.sizeSectors = kSize;
+  spec.selector = SelectorKind::RoundRobin;
+  spec.groups.push_back({{path(16), path(32)}, "upper"});
+  spec.initialGroup = 1;
+  return spec;
+}
+
+PlannedMap planned(const MapSpec &spec) {
+  auto table = selector::renderDmTable(spec);
+  EXPECT_TRUE(table.has_value()) << table.error();
+  return {spec, "", table.value_or(""), "", {}};
+}
+
+/// The planner's table, with the features field replaced (to mimic a table
+/// rendered before the kernel's echo rules were applied).
+PlannedMap plannedWithFeatures(const MapSpec &spec, const std::string &features) {
+  auto map = planned(spec);
+  auto table = selector::parseDmTable(map.table);
+  auto words = selector::splitWords(map.table);
+  const std::size_t skip = 4 + table->featureArgs.size();
+  std::string line = "0 " + std::to_string(spec.sizeSectors) + " multipath " + features;
+  for (std::size_t i = skip; i < words.size(); ++i) {
+    line += " " + words[i];
+  }
+  map.table = line;
+  return map;
+}
+
+struct Harness {
+  FakeDeviceMapper dm;
+  ReconcileInput input;
+
+  ReconcilePlan plan() {
+    input.live = readLiveMaps(dm);
+    return planReconcile(input);
+  }
+};
+
+std::vector<ActionKind> kinds(const ReconcilePlan &plan) {
+  std::vector<ActionKind> out;
+  for (const auto &action : plan.actions) {
+    out.push_back(action.kind);
+  }
+  return out;
+}
+
+std::vector<std::string> messages(const ReconcilePlan &plan) {
+  std::vector<std::string> out;
+  for (const auto &action : plan.actions) {
+    if (action.kind == ActionKind::Message) {
+      out.push_back(action.message);
+    }
+  }
+  return out;
+}
+
+// --- planning --------------------------------------------------------------
+
+TEST(Reconcile, CreatesAMissingMapWithOurUuid) {
+  Harness h;
+  h.input.desired = {planned(upperSpec())};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Create));
+  EXPECT_EQ(plan.actions[0].map, "xserve-upper");
+  EXPECT_EQ(plan.actions[0].uuid, kUuid);
+  EXPECT_EQ(plan.actions[0].sizeSectors, kSize);
+  EXPECT_EQ(plan.actions[0].params, "0 0 1 1 round-robin 0 2 1 8:16 1 8:32 1");
+
+  auto outcomes = applyActions(plan.actions, h.dm);
+  ASSERT_EQ(outcomes.size(), 1U);
+  EXPECT_TRUE(outcomes[0].ok) << outcomes[0].error;
+  ASSERT_TRUE(h.dm.maps.contains("xserve-upper"));
+  EXPECT_EQ(h.dm.maps["xserve-upper"].uuid, kUuid);
+  EXPECT_FALSE(h.dm.maps["xserve-upper"].suspended);
+}
+
+TEST(Reconcile, FailsUnusablePathsRightAfterCreatingTheMap) {
+  Harness h;
+  h.input.desired = {planned(upperSpec())};
+  h.input.usable = {{DevT{8, 16}, true}, {DevT{8, 32}, false}};
+  auto plan = h.plan();
+  EXPECT_THAT(kinds(plan), ElementsAre(ActionKind::Create, ActionKind::Message));
+  EXPECT_THAT(messages(plan), ElementsAre("fail_path 8:32"));
+  for (const auto &outcome : applyActions(plan.actions, h.dm)) {
+    EXPECT_TRUE(outcome.ok) << outcome.error;
+  }
+  EXPECT_FALSE(h.dm.maps["xserve-upper"].pathActive["8:32"]);
+}
+
+TEST(Reconcile, AdoptsAMatchingMapWithoutAnyModifyingCall) {
+  Harness h;
+  const auto map = planned(upperSpec());
+  h.dm.seed("xserve-upper", kUuid, map.table);
+  h.dm.maps["xserve-upper"].eventNr = 7;
+  h.input.desired = {map};
+  h.input.usable = {{DevT{8, 16}, true}, {DevT{8, 32}, true}};
+  auto plan = h.plan();
+  EXPECT_THAT(plan.actions, IsEmpty());
+  EXPECT_THAT(plan.adopted, ElementsAre("xserve-upper"));
+  EXPECT_THAT(plan.refused, IsEmpty());
+  applyActions(plan.actions, h.dm);
+  EXPECT_THAT(h.dm.modifyingCalls(), IsEmpty());
+  EXPECT_EQ(h.dm.maps["xserve-upper"].eventNr, 7U);
+}
+
+TEST(Reconcile, ASecondPassAfterCreatingIsANoOp) {
+  Harness h;
+  h.input.desired = {planned(upperSpec())};
+  applyActions(h.plan().actions, h.dm);
+  h.dm.calls.clear();
+  auto again = h.plan();
+  EXPECT_THAT(again.actions, IsEmpty());
+  EXPECT_THAT(again.adopted, ElementsAre("xserve-upper"));
+}
+
+/// One kind of change, and the single reason it must produce.
+struct ChangeCase {
+  const char *name;
+  void (*change)(MapSpec &);
+  ReloadReason reason;
+};
+
+class ReloadsOnRealChange : public ::testing::TestWithParam<ChangeCase> {};
+
+TEST_P(ReloadsOnRealChange, WithExactlyThatReason) {
+  Harness h;
+  const auto old = upperSpec();
+  h.dm.seed("xserve-upper", kUuid, planned(old).table);
+  auto spec = upperSpec();
+  GetParam().change(spec);
+  h.input.desired = {planned(spec)};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  EXPECT_THAT(plan.actions[0].reasons, ElementsAre(GetParam().reason))
+      << plan.actions[0].describe();
+  EXPECT_THAT(plan.adopted, IsEmpty());
+
+  auto outcomes = applyActions(plan.actions, h.dm);
+  ASSERT_TRUE(outcomes[0].ok) << outcomes[0].error;
+  EXPECT_THAT(h.dm.modifyingCalls(),
+              ElementsAre("load xserve-upper", "suspend xserve-upper", "resume xserve-upper"));
+  // The kernel now holds the desired table: the next pass adopts it.
+  h.dm.calls.clear();
+  EXPECT_THAT(h.plan().actions, IsEmpty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Reconcile, ReloadsOnRealChange,
+    ::testing::Values(
+        ChangeCase{"Size", [](MapSpec &s) { s.sizeSectors *= 2; }, ReloadReason::Size},
+        ChangeCase{"PathAdded", [](MapSpec &s) { s.groups[0].paths.push_back(path(48)); },
+                   ReloadReason::Paths},
+        ChangeCase{"PathRemoved", [](MapSpec &s) { s.groups[0].paths.pop_back(); },
+                   ReloadReason::Paths},
+        ChangeCase{"SplitIntoTwoGroups",
+                   [](MapSpec &s) {
+                     s.groups.push_back({{s.groups[0].paths.back()}, "lower"});
+                     s.groups[0].paths.pop_back();
+                   },
+                   ReloadReason::Groups},
+        ChangeCase{"Selector", [](MapSpec &s) { s.selector = SelectorKind::QueueLength; },
+                   ReloadReason::Selector},
+        ChangeCase{"PgInitRetries", [](MapSpec &s) { s.features.pgInitRetries = 3; },
+                   ReloadReason::Features},
+        ChangeCase{"HwHandler", [](MapSpec &s) { s.hwHandler = "emc"; }, ReloadReason::HwHandler}),
+    [](const auto &testInfo) { return std::string(testInfo.param.name); });
+
+TEST(Reconcile, ReloadsWhenAServiceTimeWeightChanges) {
+  Harness h;
+  auto old = upperSpec();
+  old.selector = SelectorKind::ServiceTime;
+  h.dm.seed("xserve-upper", kUuid, planned(old).table);
+  auto spec = old;
+  spec.groups[0].paths[1].relativeThroughput = 10;
+  h.input.desired = {planned(spec)};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  EXPECT_THAT(plan.actions[0].reasons, ElementsAre(ReloadReason::Selector));
+}
+
+TEST(Reconcile, ReportsEveryReasonOfACombinedChange) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
+  auto spec = upperSpec();
+  spec.selector = SelectorKind::ServiceTime;
+  spec.groups[0].paths.push_back(path(48));
+  spec.features.pgInitRetries = 5;
+  h.input.desired = {planned(spec)};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  EXPECT_THAT(plan.actions[0].reasons,
+              ElementsAre(ReloadReason::Paths, ReloadReason::Selector, ReloadReason::Features));
+  EXPECT_EQ(plan.actions[0].describe(), "reload xserve-upper (paths, selector, features)");
+}
+
+TEST(Reconcile, PathOrderInsideAGroupIsNotAChange) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
+  auto spec = upperSpec();
+  std::ranges::reverse(spec.groups[0].paths);
+  h.input.desired = {planned(spec)};
+  auto plan = h.plan();
+  EXPECT_THAT(plan.actions, IsEmpty());
+  EXPECT_THAT(plan.adopted, ElementsAre("xserve-upper"));
+}
+
+TEST(Reconcile, GroupOrderIsAChange) {
+  Harness h;
+  auto two = upperSpec();
+  two.groups.push_back({{two.groups[0].paths.back()}, "lower"});
+  two.groups[0].paths.pop_back();
+  h.dm.seed("xserve-upper", kUuid, planned(two).table);
+  auto swapped = two;
+  std::ranges::reverse(swapped.groups);
+  h.input.desired = {planned(swapped)};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  EXPECT_THAT(plan.actions[0].reasons, ElementsAre(ReloadReason::Groups));
+}
+
+TEST(Reconcile, BioMapsEchoingRetainAttachedHwHandlerAreAdopted) {
+  Harness h;
+  auto spec = upperSpec();
+  spec.features.queueMode = selector::QueueMode::Bio;
+  // The kernel turns retain_attached_hw_handler on for bio maps and says so.
+  auto live = plannedWithFeatures(spec, "3 retain_attached_hw_handler queue_mode bio");
+  h.dm.seed("xserve-upper", kUuid, live.table);
+  h.input.desired = {plannedWithFeatures(spec, "2 queue_mode bio")};
+  auto plan = h.plan();
+  EXPECT_THAT(plan.actions, IsEmpty());
+  EXPECT_THAT(plan.adopted, ElementsAre("xserve-upper"));
+}
+
+TEST(Reconcile, QueueModeMqThatTheKernelNeverEchoesIsAdopted) {
+  Harness h;
+  auto spec = upperSpec();
+  spec.features.queueMode = selector::QueueMode::Mq;
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table); // echo: "0"
+  h.input.desired = {plannedWithFeatures(spec, "2 queue_mode mq")};
+  auto plan = h.plan();
+  EXPECT_THAT(plan.actions, IsEmpty());
+  EXPECT_THAT(plan.adopted, ElementsAre("xserve-upper"));
+}
+
+TEST(Reconcile, QueueModeBioAgainstARequestBasedMapIsAChange) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
+  auto spec = upperSpec();
+  spec.features.queueMode = selector::QueueMode::Bio;
+  h.input.desired = {planned(spec)};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  EXPECT_THAT(plan.actions[0].reasons, ElementsAre(ReloadReason::Features));
+}
+
+TEST(Reconcile, AHandlerTheKernelAttachedItselfIsNotAChange) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
+  h.dm.maps["xserve-upper"].attachedHandler = "alua"; // echoed as "1 alua"
+  h.input.desired = {planned(upperSpec())};
+  auto plan = h.plan();
+  EXPECT_THAT(plan.actions, IsEmpty());
+  // ...and asking for that same handler explicitly is not one either.
+  auto spec = upperSpec();
+  spec.hwHandler = "alua";
+  h.input.desired = {planned(spec)};
+  EXPECT_THAT(h.plan().actions, IsEmpty());
+}
+
+TEST(Reconcile, QueueIfNoPathDifferencesAreMessages) {
+  Harness h;
+  auto spec = upperSpec();
+  spec.features.queueIfNoPath = true;
+  h.dm.seed("xserve-upper", kUuid, planned(spec).table);
+  h.dm.maps["xserve-upper"].queueIfNoPath = false; // no_path_retry ran out earlier
+  h.input.desired = {planned(spec)};
+  auto plan = h.plan();
+  EXPECT_THAT(kinds(plan), ElementsAre(ActionKind::Message));
+  EXPECT_THAT(messages(plan), ElementsAre("queue_if_no_path"));
+
+  // The daemon counting no_path_retry down asks for failing instead.
+  h.dm.maps["xserve-upper"].queueIfNoPath = true;
+  h.input.queueIfNoPath = {{"xserve-upper", false}};
+  plan = h.plan();
+  EXPECT_THAT(messages(plan), ElementsAre("fail_if_no_path"));
+  applyActions(plan.actions, h.dm);
+  EXPECT_FALSE(h.dm.maps["xserve-upper"].queueIfNoPath);
+  EXPECT_THAT(h.plan().actions, IsEmpty());
+}
+
+TEST(Reconcile, PathStateDifferencesAreMessagesNeverReloads) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
+  h.dm.maps["xserve-upper"].pathActive["8:16"] = false;
+  h.input.desired = {planned(upperSpec())};
+  h.input.usable = {{DevT{8, 16}, true}, {DevT{8, 32}, false}};
+  auto plan = h.plan();
+  EXPECT_THAT(plan.adopted, ElementsAre("xserve-upper"));
+  // Reinstate first: failing 8:32 first would leave no usable path.
+  EXPECT_THAT(kinds(plan), ElementsAre(ActionKind::Message, ActionKind::Message));
+  EXPECT_THAT(messages(plan), ElementsAre("reinstate_path 8:16", "fail_path 8:32"));
+  for (const auto &outcome : applyActions(plan.actions, h.dm)) {
+    EXPECT_TRUE(outcome.ok) << outcome.error;
+  }
+  EXPECT_TRUE(h.dm.maps["xserve-upper"].pathActive["8:16"]);
+  EXPECT_FALSE(h.dm.maps["xserve-upper"].pathActive["8:32"]);
+  EXPECT_THAT(h.plan().actions, IsEmpty());
+}
+
+TEST(Reconcile, PathsWithoutAnOpinionAreLeftAsTheKernelHasThem) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
+  h.dm.maps["xserve-upper"].pathActive["8:16"] = false;
+  h.input.desired = {planned(upperSpec())};
+  EXPECT_THAT(h.plan().actions, IsEmpty());
+}
+
+TEST(Reconcile, SwitchesGroupWhenTheFailbackPolicyAsks) {
+  Harness h;
+  auto two = upperSpec();
+  two.groups.push_back({{two.groups[0].paths.back()}, "lower"});
+  two.groups[0].paths.pop_back();
+  h.dm.seed("xserve-upper", kUuid, planned(two).table);
+  h.dm.maps["xserve-upper"].nextGroup = 2; // failed over earlier
+  h.input.desired = {planned(two)};
+  h.input.activeGroup = {{"xserve-upper", 1}};
+  auto plan = h.plan();
+  EXPECT_THAT(messages(plan), ElementsAre("switch_group 1"));
+  applyActions(plan.actions, h.dm);
+  EXPECT_THAT(h.plan().actions, IsEmpty());
+}
+
+TEST(Reconcile, CompanionModeNeverLoadsATable) {
+  Harness h;
+  h.input.mode = ReconcileMode::Companion;
+  // multipathd's name for the map, its own (different) selector.
+  auto mine = upperSpec();
+  mine.selector = SelectorKind::ServiceTime;
+  h.dm.seed("mpatha", kUuid, planned(upperSpec()).table);
+  h.dm.maps["mpatha"].pathActive["8:32"] = false;
+  auto other = upperSpec();
+  other.alias = "xserve-lower";
+  other.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
+  h.input.desired = {planned(mine), planned(other)};
+  h.input.usable = {{DevT{8, 32}, true}};
+  auto plan = h.plan();
+  EXPECT_THAT(kinds(plan), ElementsAre(ActionKind::Message));
+  ASSERT_EQ(plan.actions.size(), 1U);
+  EXPECT_EQ(plan.actions[0].map, "mpatha");
+  EXPECT_EQ(plan.actions[0].message, "reinstate_path 8:32");
+  ASSERT_EQ(plan.refused.size(), 1U);
+  EXPECT_EQ(plan.refused[0].map, "xserve-lower");
+  EXPECT_THAT(plan.stale, IsEmpty());
+  applyActions(plan.actions, h.dm);
+  for (const auto &call : h.dm.modifyingCalls()) {
+    EXPECT_TRUE(call.starts_with("message ")) << call;
+  }
+  EXPECT_EQ(h.dm.maps.size(), 1U);
+}
+
+TEST(Reconcile, RefusesAForeignMapHoldingTheName) {
+  Harness h;
+  h.dm.seed("xserve-upper", "LVM-someoneelse", planned(upperSpec()).table);
+  h.dm.maps["xserve-upper"].pathActive["8:16"] = false;
+  auto spec = upperSpec();
+  spec.selector = SelectorKind::QueueLength;
+  h.input.desired = {planned(spec)};
+  h.input.usable = {{DevT{8, 16}, true}};
+  auto plan = h.plan();
+  EXPECT_THAT(plan.actions, IsEmpty());
+  ASSERT_EQ(plan.refused.size(), 1U);
+  EXPECT_EQ(plan.refused[0].map, "xserve-upper");
+  EXPECT_THAT(plan.refused[0].reason, ::testing::HasSubstr("LVM-someoneelse"));
+  EXPECT_THAT(plan.stale, IsEmpty());
+}
+
+TEST(Reconcile, RefusesANonMultipathMapHoldingTheName) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, "0 1024 linear 8:16 0");
+  h.input.desired = {planned(upperSpec())};
+  // list() shows multipath maps only, so read this one like the daemon's
+  // name check would: by name.
+  auto info = h.dm.info("xserve-upper");
+  auto table = h.dm.table("xserve-upper");
+  auto status = h.dm.status("xserve-upper");
+  h.input.live = {makeLiveMap(*info, *table, *status)};
+  auto plan = planReconcile(h.input);
+  EXPECT_THAT(plan.actions, IsEmpty());
+  ASSERT_EQ(plan.refused.size(), 1U);
+  EXPECT_THAT(plan.refused[0].reason, ::testing::HasSubstr("linear"));
+}
+
+TEST(Reconcile, RefusesWhenTheWwidIsMappedUnderAnotherName) {
+  Harness h;
+  h.dm.seed("mpatha", kUuid, planned(upperSpec()).table);
+  h.input.desired = {planned(upperSpec())};
+  auto plan = h.plan();
+  EXPECT_THAT(plan.actions, IsEmpty());
+  ASSERT_EQ(plan.refused.size(), 1U);
+  EXPECT_THAT(plan.refused[0].reason, ::testing::HasSubstr("'mpatha'"));
+  EXPECT_THAT(plan.stale, IsEmpty());
+}
+
+TEST(Reconcile, ReportsMapsNoLongerWantedAsStaleWithoutRemovingThem) {
+  Harness h;
+  h.dm.seed("xserve-old", "mpath-36001405ccc", planned(upperSpec()).table);
+  h.dm.maps["xserve-old"].pathActive["8:16"] = false;
+  h.dm.seed("vg-root", "LVM-abc", "0 1024 linear 8:0 0");
+  auto plan = h.plan();
+  EXPECT_THAT(plan.actions, IsEmpty());
+  ASSERT_EQ(plan.stale.size(), 1U);
+  EXPECT_EQ(plan.stale[0].map, "xserve-old");
+  EXPECT_EQ(plan.stale[0].activePaths, 1U);
+  applyActions(plan.actions, h.dm);
+  EXPECT_THAT(h.dm.modifyingCalls(), IsEmpty());
+}
+
+TEST(Reconcile, AnUnparsableLiveTableIsReloaded) {
+  const auto line = planned(upperSpec()).table;
+  DmMapInfo info;
+  info.name = "xserve-upper";
+  info.uuid = kUuid;
+  info.targetType = "multipath";
+  auto live = makeLiveMap(info, {{0, kSize, "multipath", "0 0 1 1 round-robin 0 2 1 8:16"}}, {});
+  EXPECT_FALSE(live.table.has_value());
+  EXPECT_FALSE(live.parseError.empty());
+  ReconcileInput input;
+  input.desired = {planned(upperSpec())};
+  input.live = {live};
+  auto plan = planReconcile(input);
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  EXPECT_THAT(plan.actions[0].reasons, ElementsAre(ReloadReason::Unreadable));
+}
+
+// --- the executor and the never-left-suspended rule --------------------------
+
+/// A reload whose step @p op fails @p times times.
+struct FailureCase {
+  const char *name;
+  const char *op;
+  int times;
+};
+
+class ReloadFailure : public ::testing::TestWithParam<FailureCase> {};
+
+TEST_P(ReloadFailure, LeavesTheMapResumedAndSkipsItsMessages) {
+  Harness h;
+  const auto oldTable = planned(upperSpec()).table;
+  h.dm.seed("xserve-upper", kUuid, oldTable);
+  const auto oldParams = h.dm.maps["xserve-upper"].params;
+  auto spec = upperSpec();
+  spec.selector = SelectorKind::QueueLength;
+  h.input.desired = {planned(spec)};
+  h.input.usable = {{DevT{8, 32}, false}};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload, ActionKind::Message));
+
+  h.dm.failures[GetParam().op] = GetParam().times;
+  auto outcomes = applyActions(plan.actions, h.dm);
+  ASSERT_EQ(outcomes.size(), 2U);
+  EXPECT_FALSE(outcomes[0].ok);
+  EXPECT_THAT(outcomes[0].error, ::testing::HasSubstr(GetParam().op));
+  EXPECT_TRUE(outcomes[1].skipped);
+  EXPECT_FALSE(outcomes[1].ok);
+
+  const auto &map = h.dm.maps["xserve-upper"];
+  EXPECT_FALSE(map.suspended) << ::testing::PrintToString(h.dm.calls);
+  EXPECT_FALSE(map.inactive.has_value()) << "a half-done reload must not wait in the inactive slot";
+  EXPECT_EQ(map.params, oldParams) << "the old table stays live";
+  EXPECT_TRUE(map.pathActive.at("8:32")) << "no message after a failed reload";
+}
+
+INSTANTIATE_TEST_SUITE_P(Reconcile, ReloadFailure,
+                         ::testing::Values(FailureCase{"Load", "load", 1},
+                                           FailureCase{"Suspend", "suspend", 1},
+                                           FailureCase{"ResumeOnce", "resume", 1},
+                                           FailureCase{"ResumeTwice", "resume", 2}),
+                         [](const auto &testInfo) { return std::string(testInfo.param.name); });
+
+TEST(Reconcile, ACreateFailureSkipsThatMapsMessagesOnly) {
+  Harness h;
+  auto lower = upperSpec();
+  lower.alias = "xserve-lower";
+  lower.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
+  lower.groups[0].paths = {path(48), path(64)};
+  h.input.desired = {planned(lower), planned(upperSpec())};
+  h.input.usable = {{DevT{8, 48}, false}, {DevT{8, 32}, false}};
+  auto plan = h.plan();
+  ASSERT_EQ(plan.actions.size(), 4U);
+  h.dm.failures["create"] = 1; // the first create: xserve-lower
+  auto outcomes = applyActions(plan.actions, h.dm);
+  ASSERT_EQ(outcomes.size(), 4U);
+  EXPECT_FALSE(outcomes[0].ok);
+  EXPECT_TRUE(outcomes[1].skipped);
+  EXPECT_TRUE(outcomes[2].ok) << outcomes[2].error;
+  EXPECT_TRUE(outcomes[3].ok) << outcomes[3].error;
+  EXPECT_FALSE(h.dm.maps.contains("xserve-lower"));
+  EXPECT_FALSE(h.dm.maps["xserve-upper"].pathActive["8:32"]);
+}
+
+TEST(Reconcile, AFailedMessageDoesNotStopTheNextOnes) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
+  h.input.desired = {planned(upperSpec())};
+  h.input.usable = {{DevT{8, 16}, false}, {DevT{8, 32}, false}};
+  auto plan = h.plan();
+  ASSERT_EQ(plan.actions.size(), 2U);
+  h.dm.failures["message"] = 1;
+  auto outcomes = applyActions(plan.actions, h.dm);
+  EXPECT_FALSE(outcomes[0].ok);
+  EXPECT_FALSE(outcomes[0].skipped);
+  EXPECT_TRUE(outcomes[1].ok);
+}
+
+TEST(SuspendGuard, ResumesWhenTheScopeThrows) {
+  FakeDeviceMapper dm;
+  dm.seed("m", kUuid, planned(upperSpec()).table);
+  EXPECT_THROW(
+      {
+        SuspendGuard guard(dm, "m");
+        EXPECT_TRUE(dm.maps["m"].suspended);
+        throw std::runtime_error("something in between failed");
+      },
+      std::runtime_error);
+  EXPECT_FALSE(dm.maps["m"].suspended);
+}
+
+TEST(SuspendGuard, ResumesAfterAFailedSuspend) {
+  FakeDeviceMapper dm;
+  dm.seed("m", kUuid, planned(upperSpec()).table);
+  dm.failures["suspend"] = 1;
+  EXPECT_THROW(SuspendGuard(dm, "m"), std::system_error);
+  EXPECT_FALSE(dm.maps["m"].suspended);
+}
+
+TEST(SuspendGuard, ReportsAResumeFailureInsteadOfThrowingFromTheDestructor) {
+  FakeDeviceMapper dm;
+  dm.seed("m", kUuid, planned(upperSpec()).table);
+  std::string reported;
+  {
+    SuspendGuard guard(dm, "m", [&](const std::exception &e) { reported = e.what(); });
+    dm.failures["resume"] = 1;
+  }
+  EXPECT_THAT(reported, ::testing::HasSubstr("resume m"));
+  EXPECT_TRUE(dm.maps["m"].suspended); // the fake kernel refused: nothing else to do
+}
+
+TEST(SuspendGuard, AnExplicitResumeEndsTheGuard) {
+  FakeDeviceMapper dm;
+  dm.seed("m", kUuid, planned(upperSpec()).table);
+  {
+    SuspendGuard guard(dm, "m");
+    guard.resume();
+    EXPECT_FALSE(dm.maps["m"].suspended);
+    dm.calls.clear();
+  }
+  EXPECT_THAT(dm.calls, IsEmpty());
+}
+
+TEST(ResumeSuspendedMaps, ResumesOurSuspendedMapsOnly) {
+  FakeDeviceMapper dm;
+  const auto table = planned(upperSpec()).table;
+  dm.seed("ours-suspended", "mpath-1", table);
+  dm.seed("ours-running", "mpath-2", table);
+  dm.seed("foreign-suspended", "CRYPT-3", table);
+  dm.seed("half-reloaded", "mpath-4", table);
+  dm.maps["ours-suspended"].suspended = true;
+  dm.maps["foreign-suspended"].suspended = true;
+  // Killed between load and resume: the new table waits in the inactive slot.
+  dm.maps["half-reloaded"].suspended = true;
+  dm.maps["half-reloaded"].inactive = {kSize, "0 0 1 1 queue-length 0 1 1 8:16 1"};
+  const auto before = dm.maps["half-reloaded"].params;
+
+  auto resumed = resumeSuspendedMaps(dm);
+  ASSERT_EQ(resumed.size(), 2U);
+  EXPECT_EQ(resumed[0].name, "half-reloaded");
+  EXPECT_TRUE(resumed[0].clearedInactive);
+  EXPECT_EQ(resumed[1].name, "ours-suspended");
+  EXPECT_FALSE(resumed[1].clearedInactive);
+  EXPECT_TRUE(resumed[0].error.empty());
+  EXPECT_FALSE(dm.maps["ours-suspended"].suspended);
+  EXPECT_FALSE(dm.maps["half-reloaded"].suspended);
+  EXPECT_EQ(dm.maps["half-reloaded"].params, before);
+  EXPECT_TRUE(dm.maps["foreign-suspended"].suspended);
+  EXPECT_THAT(dm.modifyingCalls(),
+              ElementsAre("clear half-reloaded", "resume half-reloaded", "resume ours-suspended"));
+}
+
+TEST(ResumeSuspendedMaps, ReportsAMapThatWillNotResumeAndGoesOn) {
+  FakeDeviceMapper dm;
+  const auto table = planned(upperSpec()).table;
+  dm.seed("a", "mpath-1", table);
+  dm.seed("b", "mpath-2", table);
+  dm.maps["a"].suspended = true;
+  dm.maps["b"].suspended = true;
+  dm.failures["resume"] = 1;
+  auto resumed = resumeSuspendedMaps(dm);
+  ASSERT_EQ(resumed.size(), 2U);
+  EXPECT_THAT(resumed[0].error, ::testing::HasSubstr("resume a"));
+  EXPECT_TRUE(resumed[1].error.empty());
+  EXPECT_FALSE(dm.maps["b"].suspended);
+}
+
+} // namespace
+} // namespace pathkeeper::daemon
