@@ -126,6 +126,26 @@ check "text: no missing path" grep -qx 'Expected but missing paths: none' "$work
 check "text: session1 listed as FAILED" grep -q '^    session1 (FAILED): iqn.1987-05.com.cisco:05.mds-gw.02-01.5000393000a1b001 via 10.10.1.20:3260,1 from eth1$' "$work/failed.txt"
 check "text: summary line" grep -qx 'Summary: 2 probes, 2 failed; 0 targets found; 0 missing paths; 2 sessions not logged in' "$work/failed.txt"
 
+# [discovery] supplies portals and NICs when the command line does not; a
+# configured portal that a session also uses is probed once.
+printf '[discovery]\nportals = ["10.10.1.21", "[fd00::20]:3261"]\nnics = ["pk-none-a", "pk-none-b"]\nprobe_timeout = "3s"\n' >"$work/discovery.conf"
+rc=0
+"$ctl" discover --json --sysfs-root "$src/tests/data/sysfs/xserve-failed" --config "$work/discovery.conf" \
+  --config-dir "$work/none.d" "${name[@]}" >"$work/config.json" 2>"$work/config.err" || rc=$?
+g() { jq -r "$1" "$work/config.json"; }
+check "config: exit 2" test "$rc" = 2
+check "config: its portals first, then the sessions' others, each once" \
+  test "$(g '.portals | join(",")')" = "10.10.1.21:3260,[fd00::20]:3261,10.10.1.20:3260"
+check "config: its NICs" test "$(g '.nics | join(",")'),$(g .nic_source)" = "pk-none-a,pk-none-b,config"
+check "config: its timeout" test "$(g .timeout_ms)" = 3000
+check "config: every NIC probes every portal" test "$(g '.probes | length')" = 6
+# --portal and --nic replace the configured lists.
+"$ctl" discover --json --portal 10.10.1.20:3260 --nic pk-none-c --sysfs-root "$src/tests/data/sysfs/xserve-failed" \
+  --config "$work/discovery.conf" --config-dir "$work/none.d" "${name[@]}" >"$work/override.json" 2>/dev/null || true
+check "--portal and --nic replace the config's lists" \
+  test "$(jq -r '"\(.portals | join(",")) \(.nics | join(",")) \(.nic_source)"' "$work/override.json")" = \
+  "10.10.1.20:3260,10.10.1.21:3260 pk-none-c --nic"
+
 # A closed port on loopback refuses at once; routing picks the NIC when
 # neither the command line, the config nor a session names one.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
