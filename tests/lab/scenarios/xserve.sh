@@ -100,6 +100,7 @@ scenario_run() {
         demo) pk_demo "$(xs_arg ctl "" "$@")" ;;
         plan) pc_xserve_plan "$(xs_arg ctl "" "$@")" ;;
         faults) xs_faults ;;
+        dmadapter) source "$LAB_DIR/guest/dm_adapter.sh" && dma_run "$(xs_arg tool "" "$@")" ;;
         esac
     done
 }

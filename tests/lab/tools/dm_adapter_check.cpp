@@ -1,0 +1,401 @@
+// dm_adapter_check SDX SDY
+//
+// Runs pathkeeper's libdevmapper adapter and reconciler against the real
+// kernel, inside the VM lab, on two sd devices of one LUN: create with udev
+// synchronisation, the /dev/mapper node, the table round trip, adoption
+// without a reload, a reload on a real change, fail_path/reinstate_path,
+// switch_group, queue_if_no_path/fail_if_no_path, a suspend left behind by
+// an error and by dmsetup, and remove. Prints one line per check; exits 1
+// with the reason at the first failure.
+#include "dm_adapter.hpp"
+#include "dm_status.hpp"
+#include "dm_table.hpp"
+#include "reconciler.hpp"
+#include "text.hpp"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace {
+
+using namespace pathkeeper;
+using namespace pathkeeper::daemon;
+
+const std::string kMap = "pk-dmadapter";
+const std::string kWwid = "pk-dmadapter-check";
+
+struct CheckFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Stands for whatever could go wrong while a map is suspended.
+struct SimulatedFailure {};
+
+void check(bool ok, const std::string &what) {
+  if (!ok) {
+    throw CheckFailed(what);
+  }
+  std::cout << "ok: " << what << "\n";
+}
+
+std::string readLine(const std::string &file) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  if (!in && line.empty()) {
+    throw std::runtime_error("cannot read " + file);
+  }
+  return line;
+}
+
+selector::Path sysfsPath(const std::string &sd) {
+  selector::Path path;
+  path.device = sd;
+  auto devt = selector::parseDevT(readLine("/sys/block/" + sd + "/dev"));
+  if (!devt) {
+    throw std::runtime_error("bad dev for " + sd);
+  }
+  path.devt = *devt;
+  path.sizeSectors = std::stoull(readLine("/sys/block/" + sd + "/size"));
+  return path;
+}
+
+selector::PlannedMap plannedMap(selector::MapSpec spec) {
+  auto table = selector::renderDmTable(spec);
+  if (!table) {
+    throw std::runtime_error("render: " + table.error());
+  }
+  selector::PlannedMap map;
+  map.spec = std::move(spec);
+  map.table = *table;
+  return map;
+}
+
+std::string words(const std::string &line) {
+  std::string out;
+  for (const auto &word : selector::splitWords(line)) {
+    out += (out.empty() ? "" : " ") + word;
+  }
+  return out;
+}
+
+DmMapInfo mustInfo(DeviceMapper &dm) {
+  auto info = dm.info(kMap);
+  if (!info) {
+    throw CheckFailed(kMap + " does not exist");
+  }
+  return *info;
+}
+
+selector::DmStatus mustStatus(DeviceMapper &dm) {
+  auto lines = dm.status(kMap);
+  if (!lines || lines->size() != 1) {
+    throw CheckFailed("no single status line for " + kMap);
+  }
+  auto status = selector::parseDmStatus(lines->front().str());
+  if (!status) {
+    throw CheckFailed("status does not parse: " + status.error());
+  }
+  return *status;
+}
+
+selector::DmTable mustTable(DeviceMapper &dm) {
+  auto lines = dm.table(kMap);
+  if (!lines || lines->size() != 1) {
+    throw CheckFailed("no single table line for " + kMap);
+  }
+  auto table = selector::parseDmTable(lines->front().str());
+  if (!table) {
+    throw CheckFailed("table does not parse: " + table.error());
+  }
+  return *table;
+}
+
+const selector::DmStatusPath &statusPath(const selector::DmStatus &status,
+                                         const selector::Path &path) {
+  auto found = status.findPath(path.devt.str());
+  if (!found) {
+    throw CheckFailed("path " + path.devt.str() + " is not in the status");
+  }
+  return *found->second;
+}
+
+/// One reconciler pass: read the kernel, plan, apply; every action must work.
+ReconcilePlan reconcile(DeviceMapper &dm, ReconcileInput input) {
+  input.live = readLiveMaps(dm);
+  auto plan = planReconcile(input);
+  for (const auto &action : plan.actions) {
+    std::cout << "   action: " << action.describe() << "\n";
+  }
+  for (const auto &refusal : plan.refused) {
+    std::cout << "   refused: " << refusal.map << ": " << refusal.reason << "\n";
+  }
+  for (const auto &outcome : applyActions(plan.actions, dm)) {
+    if (!outcome.ok) {
+      throw CheckFailed(outcome.action.describe() + " failed: " + outcome.error);
+    }
+  }
+  return plan;
+}
+
+/// fail_path's event is raised from a work item: give it a moment.
+bool eventNrAbove(DeviceMapper &dm, std::uint32_t before) {
+  for (int i = 0; i < 40; ++i) {
+    if (mustInfo(dm).eventNr > before) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+int run(const std::string &sdA, const std::string &sdB) {
+  LibDevmapper dm;
+  std::cout << "udev synchronisation: " << (dm.udevSync() ? "on" : "off (udev not running)")
+            << "\n";
+  if (dm.info(kMap)) {
+    dm.remove(kMap, false); // left over from an earlier run
+  }
+
+  const auto a = sysfsPath(sdA);
+  const auto b = sysfsPath(sdB);
+  check(a.sizeSectors == b.sizeSectors && a.sizeSectors > 0,
+        "both paths have the same size (" + std::to_string(a.sizeSectors) + " sectors)");
+  selector::MapSpec spec;
+  spec.alias = kMap;
+  spec.wwid = kWwid;
+  spec.sizeSectors = a.sizeSectors;
+  spec.selector = selector::SelectorKind::RoundRobin;
+  spec.groups.push_back({{a, b}, ""});
+  spec.initialGroup = 1;
+
+  ReconcileInput input;
+  input.desired = {plannedMap(spec)};
+  std::cout << "desired: " << input.desired[0].table << "\n";
+
+  // 1. create
+  auto plan = reconcile(dm, input);
+  check(plan.actions.size() == 1 && plan.actions[0].kind == ActionKind::Create,
+        "first pass creates the map");
+  auto info = mustInfo(dm);
+  check(info.uuid == "mpath-" + kWwid, "DM UUID is mpath-<wwid> (" + info.uuid + ")");
+  check(!info.suspended && info.liveTable, "the map is live and not suspended");
+  struct stat st {};
+  const std::string node = "/dev/mapper/" + kMap;
+  const bool isNode = ::stat(node.c_str(), &st) == 0 && S_ISBLK(st.st_mode);
+  check(isNode && major(st.st_rdev) == info.devt.major && minor(st.st_rdev) == info.devt.minor,
+        node + " is the map's block device (" + info.devt.str() + ") as soon as create returns");
+  {
+    std::ifstream in(node, std::ios::binary);
+    std::string block(4096, '\0');
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    check(in.gcount() == 4096, "4 KiB read through " + node);
+  }
+
+  // 2. table round trip
+  auto kernelLines = dm.table(kMap);
+  check(kernelLines && kernelLines->size() == 1 && kernelLines->front().targetType == "multipath",
+        "one multipath target: " + (kernelLines ? kernelLines->front().str() : std::string()));
+  auto table = mustTable(dm);
+  check(selector::renderDmTable(table) == words(kernelLines->front().str()),
+        "our parser and renderer give the kernel's table line back word for word");
+  check(table.groups.size() == 1 && table.groups[0].paths.size() == 2 &&
+            table.groups[0].selector == "round-robin",
+        "the kernel holds our groups and selector");
+  auto status = mustStatus(dm);
+  check(statusPath(status, a).active && statusPath(status, b).active, "both paths are A");
+
+  // 3. adoption: a second pass is a no-op, the kernel's counter unchanged
+  for (int pass = 2; pass <= 3; ++pass) {
+    const auto before = mustInfo(dm).eventNr;
+    plan = reconcile(dm, input);
+    check(plan.actions.empty() && plan.adopted.size() == 1,
+          "pass " + std::to_string(pass) + " adopts the map with no action" +
+              (table.hwHandler.empty()
+                   ? ""
+                   : " (kernel-attached handler " + table.hwHandler + " is not a difference)"));
+    check(mustInfo(dm).eventNr == before, "event_nr unchanged by pass " + std::to_string(pass) +
+                                              " (" + std::to_string(before) + ")");
+  }
+
+  // 4. fail_path / reinstate_path as messages
+  {
+    const auto before = mustInfo(dm).eventNr;
+    auto failing = input;
+    failing.usable = {{a.devt, false}, {b.devt, true}};
+    plan = reconcile(dm, failing);
+    check(plan.actions.size() == 1 && plan.actions[0].message == "fail_path " + a.devt.str(),
+          "an unusable path becomes one fail_path message, no reload");
+    status = mustStatus(dm);
+    check(!statusPath(status, a).active && statusPath(status, a).failCount == 1 &&
+              statusPath(status, b).active,
+          "status shows " + a.devt.str() + " F with fail count 1, " + b.devt.str() + " A");
+    check(eventNrAbove(dm, before), "fail_path raised the map's event counter");
+    failing.usable = {{a.devt, true}, {b.devt, true}};
+    plan = reconcile(dm, failing);
+    check(plan.actions.size() == 1 && plan.actions[0].message == "reinstate_path " + a.devt.str(),
+          "a usable failed path becomes one reinstate_path message");
+    status = mustStatus(dm);
+    check(statusPath(status, a).active && statusPath(status, a).failCount == 1,
+          "status shows " + a.devt.str() + " A again, fail count still 1");
+  }
+
+  // 5. restart adoption: a fresh reconcile (as after a daemon restart) keeps
+  //    the live table: the fail count a reload would reset survives.
+  {
+    const auto before = mustInfo(dm).eventNr;
+    auto restarted = input;
+    restarted.usable = {{a.devt, true}, {b.devt, true}};
+    plan = reconcile(dm, restarted);
+    check(plan.actions.empty(), "a restarted reconciler adopts the map as it is");
+    check(statusPath(mustStatus(dm), a).failCount == 1 && mustInfo(dm).eventNr == before,
+          "no reload happened: fail count 1 and event_nr " + std::to_string(before) + " kept");
+  }
+
+  // 6. a real change reloads
+  {
+    const auto before = mustInfo(dm);
+    auto changed = spec;
+    changed.selector = selector::SelectorKind::QueueLength;
+    auto reload = input;
+    reload.desired = {plannedMap(changed)};
+    plan = reconcile(dm, reload);
+    check(plan.actions.size() == 1 && plan.actions[0].kind == ActionKind::Reload &&
+              plan.actions[0].reasons == std::vector<ReloadReason>{ReloadReason::Selector},
+          "a selector change is one reload, reason selector");
+    const auto after = mustInfo(dm);
+    check(mustTable(dm).groups[0].selector == "queue-length", "the kernel now runs queue-length");
+    check(!after.suspended && !after.inactiveTable, "resumed, no inactive table left");
+    check(after.devt == before.devt, "same device number after the reload");
+    check(statusPath(mustStatus(dm), a).failCount == 0,
+          "the new table's paths start fresh (fail count 0)");
+    std::cout << "   event_nr across the reload: " << before.eventNr << " -> " << after.eventNr
+              << (after.eventNr > before.eventNr ? " (raised)"
+                                                 : " (a table swap raises no dm event)")
+              << "\n";
+    plan = reconcile(dm, reload);
+    check(plan.actions.empty(), "the pass after the reload is a no-op");
+    spec = changed;
+    input = reload;
+  }
+
+  // 7. switch_group on a two-group table
+  {
+    auto twoGroups = spec;
+    twoGroups.groups = {{{a}, ""}, {{b}, ""}};
+    input.desired = {plannedMap(twoGroups)};
+    plan = reconcile(dm, input);
+    check(plan.actions.size() == 1 &&
+              plan.actions[0].reasons == std::vector<ReloadReason>{ReloadReason::Groups},
+          "regrouping is one reload, reason groups");
+    auto switching = input;
+    switching.activeGroup = {{kMap, 2}};
+    plan = reconcile(dm, switching);
+    check(plan.actions.size() == 1 && plan.actions[0].message == "switch_group 2",
+          "the failback policy's group becomes one switch_group message");
+    check(mustStatus(dm).nextGroup == 2, "status names group 2 as the next group");
+    check(reconcile(dm, switching).actions.empty(), "and the next pass is a no-op");
+    spec = twoGroups;
+  }
+
+  // 8. queue_if_no_path / fail_if_no_path
+  {
+    auto queueing = input;
+    queueing.queueIfNoPath = {{kMap, true}};
+    plan = reconcile(dm, queueing);
+    check(plan.actions.size() == 1 && plan.actions[0].message == "queue_if_no_path",
+          "queueing on is a message");
+    check(mustTable(dm).features.queueIfNoPath, "the kernel's table echo says queue_if_no_path");
+    plan = reconcile(dm, input);
+    check(plan.actions.size() == 1 && plan.actions[0].message == "fail_if_no_path",
+          "queueing off is a message");
+    check(!mustTable(dm).features.queueIfNoPath, "the echo dropped queue_if_no_path");
+  }
+
+  // 9. error paths never leave the map suspended
+  {
+    try {
+      SuspendGuard guard(dm, kMap);
+      check(mustInfo(dm).suspended, "SuspendGuard suspended the map");
+      throw SimulatedFailure{};
+    } catch (const SimulatedFailure &) {
+    }
+    check(!mustInfo(dm).suspended, "resumed after the simulated failure");
+
+    const auto tableBefore = words(dm.table(kMap)->front().str());
+    std::string error;
+    try {
+      dm.reload(kMap, spec.sizeSectors, "0 0 1 1 round-robin 0 1 1 999:999 1");
+    } catch (const std::system_error &e) {
+      error = e.what();
+    }
+    std::cout << "   kernel refused: " << error << "\n";
+    check(error.find("load") != std::string::npos && error.find(kMap) != std::string::npos,
+          "a table the kernel refuses throws, naming the operation and the map");
+    const auto after = mustInfo(dm);
+    check(!after.suspended && !after.inactiveTable &&
+              words(dm.table(kMap)->front().str()) == tableBefore,
+          "after the failed reload the old table is live and the map resumed");
+  }
+
+  // 10. a map left suspended (with a half-loaded table) is resumed at startup
+  {
+    const auto tableBefore = words(dm.table(kMap)->front().str());
+    const std::string other = "0 " + std::to_string(spec.sizeSectors) +
+                              " multipath 0 0 1 1 round-robin 0 1 1 " + a.devt.str() + " 1";
+    const std::string cmd =
+        "dmsetup load " + kMap + " --table '" + other + "' && dmsetup suspend --noflush " + kMap;
+    check(std::system(cmd.c_str()) == 0, "dmsetup load + suspend behind our back");
+    auto left = mustInfo(dm);
+    check(left.suspended && left.inactiveTable, "the map is suspended with an inactive table");
+    auto resumed = resumeSuspendedMaps(dm);
+    bool found = false;
+    for (const auto &r : resumed) {
+      std::cout << "   resumed " << r.name << (r.clearedInactive ? " (inactive table cleared)" : "")
+                << (r.error.empty() ? "" : " error: " + r.error) << "\n";
+      found = found || (r.name == kMap && r.clearedInactive && r.error.empty());
+    }
+    check(found, "resumeSuspendedMaps resumed " + kMap + " and dropped the half-loaded table");
+    left = mustInfo(dm);
+    check(!left.suspended && !left.inactiveTable &&
+              words(dm.table(kMap)->front().str()) == tableBefore,
+          "running again on the table it had");
+  }
+
+  // 11. remove
+  dm.remove(kMap, false);
+  check(!dm.info(kMap), kMap + " is gone");
+  check(::stat(node.c_str(), &st) != 0, node + " is gone as soon as remove returns");
+  std::cout << "dm_adapter_check: all checks passed\n";
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    std::cerr << "usage: dm_adapter_check SDX SDY (two paths of one LUN)\n";
+    return 2;
+  }
+  try {
+    return run(argv[1], argv[2]);
+  } catch (const std::exception &e) {
+    std::cout << "FAIL: " << e.what() << "\n";
+    try {
+      LibDevmapper dm;
+      if (auto info = dm.info(kMap); info && info->suspended) {
+        dm.resume(kMap);
+      }
+    } catch (...) {
+    }
+    return 1;
+  }
+}
