@@ -452,7 +452,7 @@ struct TurChecker::State {
   bool stopping = false;
   std::deque<std::shared_ptr<Check>> queue;
   std::map<std::string, std::shared_ptr<Check>, std::less<>> active; // queued, running or hung
-  std::vector<CheckResult> done;
+  std::vector<TurCheckResult> done;
   std::list<Worker> workers; // stable addresses; only grows until destruction
   unsigned liveWorkers = 0;
   unsigned hungWorkers = 0;
@@ -470,7 +470,7 @@ struct TurChecker::State {
   void answer(Check &check, const TurVerdict &verdict, Clock::time_point now) {
     for (const auto &waiter : check.waiters) {
       done.push_back(
-          CheckResult{check.device, verdict, since(waiter.submitted, now), waiter.cookie});
+          TurCheckResult{check.device, verdict, since(waiter.submitted, now), waiter.cookie});
     }
     check.waiters.clear();
     signal();
@@ -598,7 +598,7 @@ TurChecker::~TurChecker() {
   }
 }
 
-void TurChecker::submit(CheckRequest request) {
+void TurChecker::submit(TurCheckRequest request) {
   const auto now = Clock::now();
   std::lock_guard lock(state_->mutex);
   if (state_->stopping) {
@@ -608,7 +608,7 @@ void TurChecker::submit(CheckRequest request) {
   if (it != state_->active.end()) {
     auto &check = *it->second;
     if (check.hung) {
-      state_->done.push_back(CheckResult{
+      state_->done.push_back(TurCheckResult{
           request.device,
           verdict(TurStatus::Timeout,
                   fmt::format("the previous check is still hung in the kernel after {} ms",
@@ -636,8 +636,8 @@ int TurChecker::fd() const {
   return state_->eventFd.get();
 }
 
-std::vector<CheckResult> TurChecker::drain() {
-  std::vector<CheckResult> results;
+std::vector<TurCheckResult> TurChecker::drain() {
+  std::vector<TurCheckResult> results;
   std::lock_guard lock(state_->mutex);
   // Under the mutex, as signal() is: the fd is readable exactly while
   // results wait, so the loop never wakes for nothing.

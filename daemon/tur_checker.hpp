@@ -89,7 +89,7 @@ using TurRunner =
 SgIoOutcome runTestUnitReady(const std::string &devnode, std::chrono::milliseconds timeout);
 
 /// @brief One check the loop asks for.
-struct CheckRequest {
+struct TurCheckRequest {
   std::string device;  ///< the path's kernel name, e.g. "sdb"; checks coalesce per device
   std::string devnode; ///< the node to open, e.g. "/dev/sdb"
   std::chrono::milliseconds timeout{30000}; ///< SG_IO's timeout for one attempt
@@ -97,7 +97,7 @@ struct CheckRequest {
 };
 
 /// @brief One check's outcome.
-struct CheckResult {
+struct TurCheckResult {
   std::string device;
   TurVerdict verdict; ///< never Retry: retries happen inside the check
   /// From submit() to the verdict, including time queued behind other checks.
@@ -111,7 +111,7 @@ struct CheckResult {
 /// Threading: submit(), fd() and drain() may be called from any thread; the
 /// daemon calls them from the loop. No lock is held while a runner runs.
 ///
-/// Coalescing: every submit() gets exactly one CheckResult, but a device has
+/// Coalescing: every submit() gets exactly one TurCheckResult, but a device has
 /// at most one check queued or running. A submit() for a device whose check
 /// is queued or running joins that check and is answered by its verdict, with
 /// its own cookie and latency. So a slow device never takes two workers.
@@ -157,13 +157,13 @@ public:
   TurChecker &operator=(TurChecker &&) = delete;
 
   /// @brief Queues a check; never blocks on a running check.
-  void submit(CheckRequest request);
+  void submit(TurCheckRequest request);
   /// @brief An eventfd (non-blocking, close-on-exec) that is readable
   /// exactly while results wait to be drained.
   [[nodiscard]] int fd() const;
   /// @brief Takes the results finished so far, in completion order, and
   /// clears the eventfd.
-  std::vector<CheckResult> drain();
+  std::vector<TurCheckResult> drain();
   /// @brief Checks queued or running, hung ones included.
   [[nodiscard]] std::size_t inFlight() const;
 

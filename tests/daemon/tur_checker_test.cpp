@@ -295,15 +295,15 @@ TurChecker::Options fakeOptions(const std::shared_ptr<FakeRunner> &fake, unsigne
   return options;
 }
 
-CheckRequest request(const std::string &device, std::uint64_t cookie,
-                     milliseconds timeout = milliseconds(10000)) {
-  return CheckRequest{device, "/dev/" + device, timeout, cookie};
+TurCheckRequest request(const std::string &device, std::uint64_t cookie,
+                        milliseconds timeout = milliseconds(10000)) {
+  return TurCheckRequest{device, "/dev/" + device, timeout, cookie};
 }
 
 // Waits on the eventfd the way the loop does, until @p count results came.
-std::vector<CheckResult> collect(TurChecker &checker, std::size_t count,
-                                 milliseconds limit = milliseconds(5000)) {
-  std::vector<CheckResult> results;
+std::vector<TurCheckResult> collect(TurChecker &checker, std::size_t count,
+                                    milliseconds limit = milliseconds(5000)) {
+  std::vector<TurCheckResult> results;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (results.size() < count) {
     const auto left =
@@ -337,7 +337,7 @@ TEST(TurChecker, DeliversResultsThroughTheEventfd) {
 
   const auto results = collect(checker, 2);
   ASSERT_EQ(results.size(), 2U);
-  std::map<std::string, CheckResult> byDevice;
+  std::map<std::string, TurCheckResult> byDevice;
   for (const auto &result : results) {
     byDevice[result.device] = result;
   }
@@ -504,7 +504,7 @@ TEST(TurChecker, ShutdownDoesNotWaitForAHungIoctl) {
 
 TEST(TurChecker, RealRunnerReportsANonScsiNodeAsDown) {
   TurChecker checker; // the default options: real SG_IO
-  checker.submit(CheckRequest{"null", "/dev/null", milliseconds(1000), 9});
+  checker.submit(TurCheckRequest{"null", "/dev/null", milliseconds(1000), 9});
   const auto results = collect(checker, 1);
   ASSERT_EQ(results.size(), 1U);
   EXPECT_EQ(results[0].cookie, 9U);
