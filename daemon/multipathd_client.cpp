@@ -294,7 +294,7 @@ void MultipathdClient::sendSome() {
 }
 
 void MultipathdClient::receiveSome() {
-  std::array<char, 64 * 1024> buffer{};
+  std::array<char, std::size_t{64} * 1024> buffer{};
   for (;;) {
     const auto got = ::recv(fd_, buffer.data(), buffer.size(), MSG_DONTWAIT);
     if (got < 0) {

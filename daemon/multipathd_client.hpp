@@ -36,12 +36,14 @@ inline constexpr std::string_view kMultipathdSocket = "/org/kernel/linux/storage
 /// @brief The longest command multipathd accepts, NUL included (_MAX_CMD_LEN).
 inline constexpr std::size_t kMaxMultipathdCommand = 512;
 /// @brief The longest reply accepted, NUL included (MAX_REPLY_LEN).
-inline constexpr std::size_t kMaxMultipathdReply = 32 * 1024 * 1024;
+inline constexpr std::size_t kMaxMultipathdReply = std::size_t{32} * 1024 * 1024;
 /// @brief multipath-tools' default reply timeout (DEFAULT_REPLY_TIMEOUT).
 inline constexpr std::chrono::milliseconds kMultipathdTimeout{4000};
 
 /// @brief True when something listens on the abstract socket @p socketName
-/// (a connect succeeds or the backlog is full). Never blocks.
+/// (a connect succeeds or the backlog is full). Never blocks. Abstract
+/// sockets belong to a network namespace: a unit with PrivateNetwork=yes,
+/// or without AF_UNIX in RestrictAddressFamilies, never sees multipathd.
 bool multipathdRunning(std::string_view socketName = kMultipathdSocket);
 
 /// @brief Frames @p command for the wire: size_t length, text, NUL. Refuses
@@ -113,7 +115,8 @@ public:
   void service(short revents, Clock::time_point now);
   /// @brief Starts queued requests and fails those past their deadline.
   void tick(Clock::time_point now);
-  /// @brief When tick() must run next; nullopt when nothing is queued.
+  /// @brief When tick() must run next; in the past while a queued request
+  /// waits to start, nullopt when nothing is queued.
   [[nodiscard]] std::optional<Clock::time_point> nextTick() const;
   /// @brief Requests not yet answered, the running one included.
   [[nodiscard]] std::size_t pending() const;
