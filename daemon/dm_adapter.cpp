@@ -126,7 +126,10 @@ using DmTaskPtr = CHandle<dm_task, dm_task_destroy>;
 
 // libdevmapper reports through one process-wide log function; the adapter
 // collects what it says during one call and puts it into that call's error.
-thread_local std::string gDmLog;
+std::string &dmLog() {
+  thread_local std::string log;
+  return log;
+}
 bool gDmVerbose = false;
 
 // libdevmapper's levels (libdm/misc/dm-logging.h): the low 3 bits; the
@@ -150,18 +153,26 @@ extern "C" void captureDmLog(int level, const char * /*file*/, int /*line*/, int
   if (n <= 0) {
     return;
   }
-  if (!gDmLog.empty()) {
-    gDmLog += "; ";
+  if (!dmLog().empty()) {
+    dmLog() += "; ";
   }
-  gDmLog.append(buffer, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buffer - 1));
+  dmLog().append(buffer, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buffer - 1));
 }
 
 [[noreturn]] void throwDm(int errnum, std::string_view op, std::string_view name) {
-  std::string what = fmt::format("device-mapper {} {}", op, name);
-  if (!gDmLog.empty()) {
-    what += ": " + gDmLog;
+  const std::error_code code(errnum != 0 ? errnum : EIO, std::generic_category());
+  std::string log = dmLog();
+  // libdevmapper ends its ioctl errors with strerror, which system_error
+  // appends again.
+  const std::string suffix = ": " + code.message();
+  if (log.ends_with(suffix)) {
+    log.resize(log.size() - suffix.size());
   }
-  throw std::system_error(errnum != 0 ? errnum : EIO, std::generic_category(), what);
+  std::string what = fmt::format("device-mapper {} {}", op, name);
+  if (!log.empty()) {
+    what += ": " + log;
+  }
+  throw std::system_error(code, what);
 }
 
 DmTaskPtr newTask(int type, std::string_view op, const std::string &name) {
@@ -259,7 +270,7 @@ LibDevmapper::~LibDevmapper() {
 }
 
 std::vector<DmMapInfo> LibDevmapper::list() {
-  gDmLog.clear();
+  dmLog().clear();
   auto task = newTask(DM_DEVICE_LIST, "list", "");
   if (int err = runTask(task.get(), udevSync_, 0, false, "list", ""); err != 0) {
     throwDm(err, "list", "");
@@ -287,7 +298,7 @@ std::vector<DmMapInfo> LibDevmapper::list() {
 }
 
 std::optional<DmMapInfo> LibDevmapper::info(const std::string &name) {
-  gDmLog.clear();
+  dmLog().clear();
   // DM_DEVICE_TABLE gives the info and the target type in one ioctl.
   auto task = newTask(DM_DEVICE_TABLE, "info", name);
   if (int err = runTask(task.get(), udevSync_, 0, false, "info", name); err != 0) {
@@ -308,7 +319,7 @@ std::optional<DmMapInfo> LibDevmapper::info(const std::string &name) {
 }
 
 std::optional<std::vector<DmTargetLine>> LibDevmapper::table(const std::string &name) {
-  gDmLog.clear();
+  dmLog().clear();
   auto task = newTask(DM_DEVICE_TABLE, "table", name);
   if (int err = runTask(task.get(), udevSync_, 0, false, "table", name); err != 0) {
     if (err == ENXIO) {
@@ -323,7 +334,7 @@ std::optional<std::vector<DmTargetLine>> LibDevmapper::table(const std::string &
 }
 
 std::optional<std::vector<DmTargetLine>> LibDevmapper::status(const std::string &name) {
-  gDmLog.clear();
+  dmLog().clear();
   auto task = newTask(DM_DEVICE_STATUS, "status", name);
   if (int err = runTask(task.get(), udevSync_, 0, false, "status", name); err != 0) {
     if (err == ENXIO) {
@@ -339,7 +350,7 @@ std::optional<std::vector<DmTargetLine>> LibDevmapper::status(const std::string 
 
 void LibDevmapper::create(const std::string &name, const std::string &uuid,
                           std::uint64_t sizeSectors, const std::string &params) {
-  gDmLog.clear();
+  dmLog().clear();
   auto task = newTask(DM_DEVICE_CREATE, "create", name);
   if (!uuid.empty() && dm_task_set_uuid(task.get(), uuid.c_str()) == 0) {
     throwDm(EINVAL, "create", name);
@@ -357,7 +368,7 @@ void LibDevmapper::create(const std::string &name, const std::string &uuid,
 
 void LibDevmapper::load(const std::string &name, std::uint64_t sizeSectors,
                         const std::string &params) {
-  gDmLog.clear();
+  dmLog().clear();
   auto task = newTask(DM_DEVICE_RELOAD, "load", name);
   addMultipathTarget(task.get(), sizeSectors, params, "load", name);
   if (int err = runTask(task.get(), udevSync_, 0, false, "load", name); err != 0) {
@@ -366,7 +377,7 @@ void LibDevmapper::load(const std::string &name, std::uint64_t sizeSectors,
 }
 
 void LibDevmapper::clearInactive(const std::string &name) {
-  gDmLog.clear();
+  dmLog().clear();
   auto task = newTask(DM_DEVICE_CLEAR, "clear", name);
   if (int err = runTask(task.get(), udevSync_, 0, false, "clear", name); err != 0) {
     throwDm(err, "clear", name);
@@ -374,7 +385,7 @@ void LibDevmapper::clearInactive(const std::string &name) {
 }
 
 void LibDevmapper::suspend(const std::string &name) {
-  gDmLog.clear();
+  dmLog().clear();
   auto task = newTask(DM_DEVICE_SUSPEND, "suspend", name);
   dm_task_no_flush(task.get());
   if (int err = runTask(task.get(), udevSync_, 0, false, "suspend", name); err != 0) {
@@ -383,7 +394,7 @@ void LibDevmapper::suspend(const std::string &name) {
 }
 
 void LibDevmapper::resume(const std::string &name) {
-  gDmLog.clear();
+  dmLog().clear();
   auto task = newTask(DM_DEVICE_RESUME, "resume", name);
   // A resume with a new table suspends first; never wait for queued I/O
   // (a map queueing without paths would hang).
@@ -398,7 +409,7 @@ void LibDevmapper::resume(const std::string &name) {
 }
 
 void LibDevmapper::remove(const std::string &name, bool deferred) {
-  gDmLog.clear();
+  dmLog().clear();
   auto task = newTask(DM_DEVICE_REMOVE, "remove", name);
   if (deferred) {
     dm_task_deferred_remove(task.get());
@@ -414,7 +425,7 @@ void LibDevmapper::remove(const std::string &name, bool deferred) {
 }
 
 void LibDevmapper::message(const std::string &name, const std::string &text) {
-  gDmLog.clear();
+  dmLog().clear();
   const std::string op = "message '" + text + "' to";
   auto task = newTask(DM_DEVICE_TARGET_MSG, op, name);
   if (dm_task_set_sector(task.get(), 0) == 0 ||
