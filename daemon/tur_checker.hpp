@@ -118,8 +118,9 @@ struct TurCheckResult {
 ///
 /// Hung checks: a check still running at its timeout plus the grace is
 /// answered with Timeout by a watchdog thread, without waiting for the
-/// kernel. The worker stays blocked in the ioctl until the kernel gives up;
-/// the worst case is the iSCSI replacement timeout (recovery_tmo, 120 s by
+/// kernel. The clock starts when a worker takes the check; a queued check
+/// has no deadline (its latency shows the wait). The worker stays blocked in the ioctl until the
+/// kernel gives up; the worst case is the iSCSI replacement timeout (recovery_tmo, 120 s by
 /// default) while the session is blocked, or the SCSI error handler's abort
 /// and reset escalation. Meanwhile submit() for that device is answered at
 /// once with Timeout, and the pool starts a replacement worker (at most
