@@ -1,0 +1,113 @@
+#pragma once
+
+// What pathkeeperd publishes: a snapshot of its maps, paths and portals as
+// plain values, and the commands an admin may send it. The daemon builds a
+// new snapshot after every change; publishers (the state file, D-Bus) compare
+// it with the previous one and announce only what changed. Keeping this seam
+// free of sd-bus and of the daemon's internals lets each side be tested alone.
+
+#include "expected.hpp"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pathkeeper::daemon {
+
+/// @brief One path as published.
+struct PathView {
+  std::string device; ///< "sdb": the object's key
+  std::string devt;   ///< "8:16"
+  std::string map;    ///< alias of the map holding it; "" when in none
+  std::string state;  ///< selector::toString(PathState): "up", "down", "shaky", ...
+  std::string dmState; ///< "active", "failed" or "none" (not in a map)
+  std::string checker; ///< last checker verdict in words; "" before the first check
+  std::uint64_t failures = 0;
+  bool shaky = false;
+  std::int64_t latencyUs = -1; ///< last check's latency; -1 when none
+  std::string alua;            ///< selector::toString(AluaState)
+  std::string wwid;
+  std::string target; ///< target IQN
+  std::string portal; ///< "10.10.1.20:3260,1"
+  std::string netdev; ///< NIC the session is bound to; "" when routing chooses
+  std::string controller;
+  int sessionId = -1;
+  /// Why the path is in its state when that needs explaining, e.g. a network
+  /// finding that concerns its NIC ("traffic leaves via eth1 although bound to eth2").
+  std::string note;
+
+  bool operator==(const PathView &) const = default;
+};
+
+/// @brief One priority group of a map.
+struct GroupView {
+  unsigned number = 0; ///< 1-based, as switch_group takes it
+  int priority = 0;
+  std::vector<std::string> paths; ///< devices
+
+  bool operator==(const GroupView &) const = default;
+};
+
+/// @brief One multipath map as published.
+struct MapView {
+  std::string alias; ///< the object's key
+  std::string wwid;
+  std::string dmUuid;
+  std::string selector; ///< "service-time", ...
+  std::string state;    ///< "ok", "degraded" (some paths unusable) or "down" (none usable)
+  unsigned activeGroup = 0;
+  unsigned usablePaths = 0;
+  unsigned totalPaths = 0;
+  bool queueing = false; ///< I/O is being queued (no usable path, queue_if_no_path)
+  std::vector<GroupView> groups;
+
+  bool operator==(const MapView &) const = default;
+};
+
+/// @brief One portal, and whether each NIC reaches it.
+struct PortalView {
+  std::string address; ///< "10.10.1.20" (IPv6 without brackets)
+  std::uint16_t port = 3260;
+  /// NIC ("" = unbound) -> "reachable", "unreachable: <reason>" or "unknown".
+  std::map<std::string, std::string> reachability;
+
+  bool operator==(const PortalView &) const = default;
+};
+
+/// @brief Everything published at one moment.
+struct StateSnapshot {
+  std::string version; ///< pathkeeperd's version
+  std::string mode;    ///< "owner" or "companion"
+  std::string status;  ///< "2 maps, 4 paths, 1 degraded"
+  std::vector<MapView> maps;       ///< sorted by alias
+  std::vector<PathView> paths;     ///< sorted by device
+  std::vector<PortalView> portals; ///< sorted by address, port
+
+  bool operator==(const StateSnapshot &) const = default;
+};
+
+/// @brief The admin's commands, as the daemon carries them out. Every
+/// method runs on the loop thread; an error is a readable message.
+class Commands {
+public:
+  Commands() = default;
+  Commands(const Commands &) = delete;
+  Commands &operator=(const Commands &) = delete;
+  virtual ~Commands() = default;
+
+  /// @brief Re-reads the configuration, as SIGHUP does.
+  virtual Expected<void> reconfigure() = 0;
+  /// @brief Fails a path in dm and keeps it failed until reinstated.
+  virtual Expected<void> failPath(const std::string &device) = 0;
+  /// @brief Reinstates a path the admin failed (or that checks say is up).
+  virtual Expected<void> reinstatePath(const std::string &device) = 0;
+  /// @brief switch_group on a map; @p group is 1-based.
+  virtual Expected<void> switchGroup(const std::string &map, unsigned group) = 0;
+  /// @brief Changes one map's path selector (reloads that map).
+  virtual Expected<void> setSelector(const std::string &map, const std::string &selector) = 0;
+  /// @brief Rescans sysfs and reconciles.
+  virtual Expected<void> rescan() = 0;
+};
+
+} // namespace pathkeeper::daemon

@@ -1,0 +1,1 @@
+# D-Bus tests (issue #6).

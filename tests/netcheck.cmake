@@ -1,0 +1,1 @@
+# Network check tests (issue #8).
