@@ -144,7 +144,7 @@ ProbeSet chooseProbes(std::span<const selector::Portal> portals, std::span<const
   return set;
 }
 
-std::vector<ProbeOutcome> runProbes(std::vector<daemon::DiscoveryRequest> requests) {
+std::vector<ProbeOutcome> runProbes(std::span<const daemon::DiscoveryRequest> requests) {
   const auto start = Clock::now();
   std::vector<daemon::IscsiDiscovery> probes;
   probes.reserve(requests.size());

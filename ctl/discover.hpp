@@ -61,7 +61,7 @@ struct ProbeOutcome {
 /// bind-interface counter is not thread-safe): one poll() over every probe's
 /// fd, with each probe's tick() at its nextTick(). Returns in request order.
 /// @throws std::system_error when poll() fails or libiscsi has no memory.
-std::vector<ProbeOutcome> runProbes(std::vector<daemon::DiscoveryRequest> requests);
+std::vector<ProbeOutcome> runProbes(std::span<const daemon::DiscoveryRequest> requests);
 
 /// @brief Why a probe failed, for scripts: "timeout", "refused", "login",
 /// "unreachable", "no-nic" or "error".

@@ -158,7 +158,7 @@ int runDiscover(const DiscoverOptions &options) {
       requests.push_back({portal, nic, discovery.initiatorName, discovery.probeTimeout});
     }
   }
-  report.probes = ctl::runProbes(std::move(requests));
+  report.probes = ctl::runProbes(requests);
   ctl::compareWithKernel(report, sessions);
   if (options.json) {
     std::cout << ctl::discoverToJson(report);

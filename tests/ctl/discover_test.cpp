@@ -107,6 +107,7 @@ TEST(KernelSessions, ReadsTheFailedCaptureWithPortalsNicsAndStates) {
   const auto sessions = kernelSessions(*inventory, warnings);
   EXPECT_TRUE(warnings.empty()) << warnings.front();
   std::vector<std::string> lines;
+  lines.reserve(sessions.size());
   for (const auto &s : sessions) {
     lines.push_back(s.name + " " + s.state + " " + s.path.portal.str() + " " + s.path.netdev);
   }
