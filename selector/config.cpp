@@ -131,9 +131,9 @@ constexpr ConfigKey schema[] = {
      "Add the retain_attached_hw_handler feature (kernels since 4.3 retain it anyway).", "true"},
     {"defaults", "failback", "string or integer", R"("immediate")",
      "When a map returns to its preferred path group: \"immediate\", \"manual\", "
-     "\"followover\" (only when the group's first path returns), or after the group has been "
-     "usable for this many seconds (an integer, or a duration in whole seconds such as \"30s\", "
-     "1s..24h).",
+     "\"followover\" (only when the preferred group goes from no usable path to one), or after "
+     "the group has been usable for this many seconds (an integer, or a duration in whole "
+     "seconds such as \"30s\", 1s..24h).",
      R"("followover")"},
     // [health]
     {"health", "checker_interval", "duration", R"("5s")", "How often a working path is checked.",
