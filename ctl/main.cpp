@@ -5,6 +5,7 @@
 
 #include "config_files.hpp"
 #include "discover.hpp"
+#include "doctor.hpp"
 #include "inventory_file.hpp"
 #include "kernel_caps.hpp"
 #include "names.hpp"
@@ -32,6 +33,9 @@ Commands:
   plan      Print the multipath maps pathkeeper would build (like multipath -d -v2)
   discover  Probe each portal from each NIC (SendTargets) and report the targets
             and the expected paths the kernel has no session for
+  doctor    Check the network for per-NIC iSCSI binding (egress NIC, source
+            address, shared subnets, ARP flux, rp_filter, bonds, link, MTU) and
+            print each finding with its fix; needs no daemon
   version   Print the version
   help      Print this help
 
@@ -64,6 +68,22 @@ discover options:
 discover exit status: 0 when every probe answered, no expected path is missing
 and every kernel session is logged in; 1 on bad usage or configuration; 2 when
 a probe failed, a path is missing or a session is not logged in.
+
+doctor options:
+  --nic NIC             NIC to check (repeatable); paired with every --portal, else
+                        with every portal of the sessions and node records
+  --portal ADDR[:PORT]  Portal to check (repeatable); paired with every --nic, else
+                        with every NIC of the sessions and iface records
+                        (default: the kernel's sessions plus /etc/iscsi's records)
+  --json                Print JSON (schema 1, see README)
+  --fix-script          Print a POSIX sh script that applies the fixes; doctor
+                        itself never changes anything
+  --sysfs-root DIR      Where to read sessions, link speed and bonds (default /sys)
+  --iscsi-dir DIR       open-iscsi's records (default /etc/iscsi)
+
+doctor exit status: 0 when no finding is a warning or worse (info only), 1 when
+the network state or sessions cannot be read, 2 on bad usage, 3 when a finding
+of severity warning or error was found.
 )";
 
 struct PlanOptions {
@@ -299,6 +319,13 @@ int main(int argc, char **argv) {
   }
   if (command == "discover") {
     return parseDiscover(args, i);
+  }
+  if (command == "doctor") {
+    auto options = ctl::parseDoctorOptions(args, i);
+    if (!options) {
+      return usageError(options.error());
+    }
+    return ctl::runDoctor(*options);
   }
   if (command != "plan") {
     return usageError("unknown command '" + command + "'");
