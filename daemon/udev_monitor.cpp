@@ -39,13 +39,13 @@ bool udevdRunning(const std::string &runDir) {
   return std::filesystem::exists(std::filesystem::path(runDir) / "control", ec);
 }
 
-UdevMonitor::UdevMonitor(EventSource source) : handles_(std::make_unique<Handles>()) {
+UdevMonitor::UdevMonitor(UdevSource source) : handles_(std::make_unique<Handles>()) {
   handles_->context = udev_new();
   if (handles_->context == nullptr) {
     throw std::system_error(errno, std::generic_category(), "udev_new");
   }
-  handles_->monitor = udev_monitor_new_from_netlink(
-      handles_->context, source == EventSource::Udev ? "udev" : "kernel");
+  handles_->monitor = udev_monitor_new_from_netlink(handles_->context,
+                                                    source == UdevSource::Udev ? "udev" : "kernel");
   if (handles_->monitor == nullptr) {
     throw std::system_error(errno, std::generic_category(), "udev_monitor_new_from_netlink");
   }

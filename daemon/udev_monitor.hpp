@@ -32,7 +32,7 @@ struct DeviceEvent {
 };
 
 /// @brief Where events come from.
-enum class EventSource {
+enum class UdevSource {
   Udev,   ///< after udevd's rules ran (device nodes exist)
   Kernel, ///< straight from the kernel; for hosts without udevd
 };
@@ -45,7 +45,7 @@ bool udevdRunning(const std::string &runDir = "/run/udev");
 class UdevMonitor {
 public:
   /// @throws std::system_error when the netlink socket cannot be opened.
-  explicit UdevMonitor(EventSource source);
+  explicit UdevMonitor(UdevSource source);
   ~UdevMonitor();
   UdevMonitor(UdevMonitor &&) noexcept;
   UdevMonitor &operator=(UdevMonitor &&) noexcept;

@@ -1,0 +1,926 @@
+#include "daemon.hpp"
+
+#include "config_files.hpp"
+#include "dm_status.hpp"
+#include "dm_table.hpp"
+#include "kernel_caps.hpp"
+#include "log.hpp"
+#include "names.hpp"
+#include "reconciler.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <fstream>
+#include <stdexcept>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/epoll.h>
+#include <systemd/sd-daemon.h>
+
+namespace pathkeeper::daemon {
+namespace fs = std::filesystem;
+using selector::PathState;
+
+/// The facts about one map that the daemon keeps between reconciles.
+struct Daemon::MapState {
+  std::optional<selector::PlannedMap> desired; ///< empty in companion mode
+  std::string wwid;
+  std::string uuid;
+  std::string selector;
+  std::vector<std::vector<std::string>> groups; ///< devices per priority group, 1-based order
+  std::vector<int> groupPriorities;
+  std::map<std::string, bool> dmFailed; ///< device -> F in dm status
+  unsigned activeGroup = 0;             ///< 1-based; 0 when unknown
+  bool queueing = false;
+};
+
+namespace {
+
+std::string readSmallFile(const fs::path &file) {
+  std::ifstream in(file);
+  std::string text;
+  std::getline(in, text);
+  return text;
+}
+
+SessionState sessionStateOf(std::string_view text) {
+  if (text == "LOGGED_IN") {
+    return SessionState::LoggedIn;
+  }
+  if (text == "FAILED") {
+    return SessionState::Failed;
+  }
+  if (text == "FREE") {
+    return SessionState::Free;
+  }
+  return SessionState::Unknown;
+}
+
+DeviceState deviceStateOf(std::string_view text) {
+  if (text == "running") {
+    return DeviceState::Running;
+  }
+  if (text == "blocked" || text == "created-blocked") {
+    return DeviceState::Blocked;
+  }
+  if (text == "offline") {
+    return DeviceState::Offline;
+  }
+  if (text == "transport-offline") {
+    return DeviceState::TransportOffline;
+  }
+  return DeviceState::Unknown;
+}
+
+CheckStatus checkStatusOf(TurStatus status) {
+  switch (status) {
+  case TurStatus::Up:
+    return CheckStatus::Ok;
+  case TurStatus::Ghost:
+    return CheckStatus::Standby;
+  case TurStatus::Timeout:
+    return CheckStatus::TimedOut;
+  case TurStatus::Down:
+  case TurStatus::Retry:
+    break;
+  }
+  return CheckStatus::Failed;
+}
+
+} // namespace
+
+Daemon::Daemon(EventLoop &loop, DaemonOptions options, DeviceMapper &dm)
+    : loop_(loop), options_(std::move(options)), dm_(dm), sysfs_(options_.sysfsRoot),
+      health_(selector::HealthSettings{}, static_cast<std::uint32_t>(::getpid())) {}
+
+Daemon::~Daemon() = default;
+
+void Daemon::start() {
+  auto config = loadConfig(options_.configFile, options_.configDir);
+  if (!config) {
+    throw std::runtime_error(fmt::format("configuration: {}", config.error()));
+  }
+  config_ = std::move(*config);
+  health_.setSettings(config_.defaults.health);
+  kernel_ = probeKernel({options_.sysfsRoot, "/lib/modules", ""});
+
+  selector::Mode wanted = options_.mode.value_or(config_.defaults.mode);
+  if (wanted == selector::Mode::Auto) {
+    wanted = multipathdRunning() ? selector::Mode::Companion : selector::Mode::Owner;
+  }
+  mode_ = wanted;
+  log::notice(fmt::format("starting in {} mode{}", selector::toString(mode_),
+                          options_.mode || config_.defaults.mode != selector::Mode::Auto
+                              ? ""
+                              : (mode_ == selector::Mode::Companion ? " (multipathd is running)"
+                                                                    : " (no multipathd)")));
+  if (mode_ == selector::Mode::Companion) {
+    multipathd_ = std::make_unique<MultipathdClient>();
+  }
+
+  // Signals first, so that the worker threads inherit the blocked mask.
+  signals_.push_back(loop_.addSignal(SIGTERM, [this] {
+    log::notice("SIGTERM: exiting; the maps stay as they are");
+    loop_.exit(0);
+  }));
+  signals_.push_back(loop_.addSignal(SIGINT, [this] {
+    log::notice("SIGINT: exiting; the maps stay as they are");
+    loop_.exit(0);
+  }));
+  signals_.push_back(loop_.addSignal(SIGHUP, [this] { reloadConfig(); }));
+
+  TurChecker::Options checkerOptions;
+  checkerOptions.workers = 4;
+  checker_ = std::make_unique<TurChecker>(checkerOptions);
+  checkerSource_ = loop_.addIo(checker_->fd(), EPOLLIN, [this](unsigned) { onCheckerResults(); });
+
+  // Subscribe before the scan, so that nothing between the two is lost.
+  monitor_ = std::make_unique<UdevMonitor>(udevdRunning() ? UdevSource::Udev : UdevSource::Kernel);
+  udevSource_ = loop_.addIo(monitor_->fd(), EPOLLIN, [this](unsigned) { onDeviceEvents(); });
+
+  auto scanned = sysfs_.scan();
+  if (!scanned) {
+    throw std::runtime_error(fmt::format("sysfs: {}", scanned.error()));
+  }
+  inventory_ = std::move(*scanned);
+
+  if (mode_ == selector::Mode::Owner) {
+    for (const auto &resumed : resumeSuspendedMaps(dm_)) {
+      if (resumed.error.empty()) {
+        log::warning(fmt::format("map {} was left suspended; resumed it{}", resumed.name,
+                                 resumed.clearedInactive ? " and dropped a half-loaded table" : ""),
+                     {{"MAP", resumed.name}});
+      } else {
+        log::error(fmt::format("map {} is suspended and could not be resumed: {}", resumed.name,
+                               resumed.error),
+                   {{"MAP", resumed.name}});
+      }
+    }
+  }
+
+  try {
+    refreshMaps(daemon::readLiveMaps(dm_), {}, /*everyMultipathMap=*/true);
+  } catch (const std::exception &e) {
+    throw std::runtime_error(fmt::format("device-mapper: {}", e.what()));
+  }
+  const auto now = Clock::now();
+  for (const auto &[name, path] : inventory_.paths) {
+    addToHealth(path, now);
+  }
+  reconcile();
+
+  const auto far = Clock::now() + std::chrono::hours(24);
+  healthTimer_ = loop_.addTimer(far, [this] { onHealthTimer(); });
+  reconcileTimer_ = loop_.addTimer(far, [this] { reconcile(); });
+  publishTimer_ = loop_.addTimer(far, [this] { publish(); });
+  sessionTimer_ = loop_.addTimer(Clock::now() + options_.sessionPoll, [this] { pollSessions(); });
+  startDueChecks(Clock::now());
+  rearmHealthTimer();
+
+  loop_.enableWatchdog();
+  ready_ = true;
+  publish();
+  sd_notify(0, "READY=1");
+  log::notice(fmt::format("ready: {}", snapshot().status));
+}
+
+// --- events ------------------------------------------------------------------
+
+void Daemon::onDeviceEvents() {
+  const auto now = Clock::now();
+  std::vector<std::string> changed;
+  bool mapsChanged = false;
+  for (DeviceEvent &ev : monitor_->receive()) {
+    if (!ev.dmAction.empty()) {
+      const std::string device = deviceOfDevt(ev.dmPath);
+      log::debug(fmt::format("dm event {} for {} ({}) on {}", ev.dmAction, ev.dmPath,
+                             device.empty() ? "unknown path" : device, ev.dmName),
+                 {{"PATH", device}, {"MAP", ev.dmName}});
+      if (device.empty()) {
+        continue;
+      }
+      if (ev.dmAction == "PATH_FAILED") {
+        for (auto &[alias, map] : maps_) {
+          if (map.dmFailed.contains(device)) {
+            map.dmFailed[device] = true;
+          }
+        }
+        apply(health_.kernelFailed(device, now));
+      } else if (ev.dmAction == "PATH_REINSTATED") {
+        for (auto &[alias, map] : maps_) {
+          if (map.dmFailed.contains(device)) {
+            map.dmFailed[device] = false;
+          }
+        }
+        apply(health_.kernelReinstated(device, now));
+      }
+      continue;
+    }
+    if (ev.event.subsystem == "block" && ev.sysname.starts_with("dm-")) {
+      mapsChanged = true; // a map appeared, changed or went away
+      continue;
+    }
+    auto names = sysfs_.apply(inventory_, ev.event);
+    changed.insert(changed.end(), names.begin(), names.end());
+  }
+  if (!changed.empty()) {
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+    syncHealth(changed, now);
+  }
+  if (mapsChanged && mode_ == selector::Mode::Companion) {
+    requestReconcile("a map changed");
+  }
+}
+
+void Daemon::pollSessions() {
+  const auto now = Clock::now();
+  std::vector<std::string> changed;
+  // Session state changes (a login after recovery) send no uevent; neither
+  // does a device going from blocked to running. Re-read the cheap state
+  // files and feed real changes through the inventory's event path.
+  std::vector<std::string> sessions;
+  for (const auto &[name, session] : inventory_.sessions) {
+    const std::string state =
+        readSmallFile(options_.sysfsRoot / "class/iscsi_session" / name / "state");
+    if (!state.empty() && state != session.state) {
+      sessions.push_back(name);
+    }
+  }
+  for (const auto &name : sessions) {
+    UdevEvent ev{UdevEvent::Action::Change, "iscsi_session",
+                 sysfs_.devpathOf(fs::path("class/iscsi_session") / name)};
+    if (!ev.devpath.empty()) {
+      auto names = sysfs_.apply(inventory_, ev);
+      changed.insert(changed.end(), names.begin(), names.end());
+    }
+  }
+  for (const auto &[name, disk] : inventory_.disks) {
+    if (disk.session.empty()) {
+      continue;
+    }
+    const std::string state = readSmallFile(options_.sysfsRoot / "block" / name / "device/state");
+    if (!state.empty() && state != disk.state) {
+      UdevEvent ev{UdevEvent::Action::Change, "block", disk.devpath};
+      auto names = sysfs_.apply(inventory_, ev);
+      changed.insert(changed.end(), names.begin(), names.end());
+    }
+  }
+  if (!changed.empty()) {
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+    syncHealth(changed, now);
+  }
+  EventLoop::rearm(sessionTimer_, Clock::now() + options_.sessionPoll);
+}
+
+void Daemon::syncHealth(const std::vector<std::string> &changed, Clock::time_point now) {
+  bool membership = false;
+  for (const auto &device : changed) {
+    const InventoryPath *path = pathByDevice(device);
+    const bool known = health_.state(device).has_value();
+    if (path == nullptr) {
+      if (known) {
+        log::info(fmt::format("path {} removed", device), {{"PATH", device}});
+        apply(health_.removePath(device, now));
+        membership = true;
+      }
+      continue;
+    }
+    if (!known) {
+      addToHealth(*path, now);
+      membership = true;
+      continue;
+    }
+    const PathFacts facts = factsOf(*path);
+    health_.setRoute(device, facts.route);
+    apply(health_.sessionChanged(device, facts.session, now));
+    apply(health_.deviceChanged(device, facts.device, now));
+    apply(health_.aluaChanged(device, facts.alua, now));
+    membership = true; // WWID, size or priority may have changed
+  }
+  if (membership) {
+    requestReconcile("paths changed");
+  }
+  startDueChecks(now);
+  rearmHealthTimer();
+  requestPublish();
+}
+
+void Daemon::addToHealth(const InventoryPath &path, Clock::time_point now) {
+  PathFacts facts = factsOf(path);
+  const std::string map = mapOfDevice(path.path.device);
+  if (!map.empty()) {
+    auto it = maps_.at(map).dmFailed.find(path.path.device);
+    facts.failedInDm = it != maps_.at(map).dmFailed.end() && it->second;
+  }
+  log::info(fmt::format("path {} ({} via {} from {}) added", path.path.device, path.path.targetIqn,
+                        path.path.portal.str(),
+                        path.path.netdev.empty() ? "any NIC" : path.path.netdev),
+            {{"PATH", path.path.device},
+             {"WWID", path.path.wwid},
+             {"PORTAL", path.path.portal.str()},
+             {"IFACE", path.path.netdev}});
+  apply(health_.addPath(path.path.device, facts, now));
+}
+
+void Daemon::onCheckerResults() {
+  const auto now = Clock::now();
+  for (const auto &result : checker_->drain()) {
+    CheckResult outcome;
+    outcome.status = checkStatusOf(result.verdict.status);
+    outcome.reason = result.verdict.reason;
+    outcome.latency = result.latency;
+    log::debug(fmt::format("TUR {}: {} {}", result.device, toString(result.verdict.status),
+                           result.verdict.reason),
+               {{"PATH", result.device}});
+    apply(health_.checkCompleted(result.device, outcome, now));
+  }
+  startDueChecks(now);
+  rearmHealthTimer();
+  requestPublish();
+}
+
+void Daemon::onHealthTimer() {
+  const auto now = Clock::now();
+  apply(health_.tick(now));
+  startDueChecks(now);
+  runFailback(now);
+  rearmHealthTimer();
+  requestPublish();
+}
+
+void Daemon::startDueChecks(Clock::time_point now) {
+  for (const auto &device : health_.dueChecks(now)) {
+    apply(health_.markCheckStarted(device, now));
+    TurCheckRequest request;
+    request.device = device;
+    request.devnode = (options_.devRoot / device).string();
+    request.timeout = config_.defaults.health.checkerTimeout;
+    checker_->submit(std::move(request));
+  }
+}
+
+void Daemon::rearmHealthTimer() {
+  auto next = health_.nextDeadline();
+  auto failbackNext = failback_.nextDeadline();
+  if (failbackNext && (!next || *failbackNext < *next)) {
+    next = failbackNext;
+  }
+  const auto now = Clock::now();
+  // Never busy-loop on a deadline in the past, never sleep past a minute.
+  auto when =
+      next ? std::max(*next, now + std::chrono::milliseconds(5)) : now + std::chrono::minutes(1);
+  when = std::min(when, now + std::chrono::minutes(1));
+  EventLoop::rearm(healthTimer_, when);
+}
+
+void Daemon::reloadConfig() {
+  auto config = loadConfig(options_.configFile, options_.configDir);
+  if (!config) {
+    log::write(log::Level::Error,
+               fmt::format("SIGHUP: config rejected, keeping the running one: {}", config.error()),
+               {}, log::id::kConfigRejected);
+    return;
+  }
+  config_ = std::move(*config);
+  health_.setSettings(config_.defaults.health);
+  log::notice("SIGHUP: configuration reloaded");
+  requestReconcile("configuration reloaded");
+}
+
+// --- actions -------------------------------------------------------------------
+
+void Daemon::apply(const HealthTracker::Decisions &decisions) {
+  for (const auto &decision : decisions) {
+    const InventoryPath *path = pathByDevice(decision.device);
+    const std::string map = mapOfDevice(decision.device);
+    const std::string state{selector::toString(decision.state)};
+    std::string_view id;
+    log::Level level = log::Level::Info;
+    if (decision.action == DmAction::Fail) {
+      id = decision.state == PathState::Shaky ? log::id::kPathShaky : log::id::kPathFailed;
+      level = log::Level::Warning;
+    } else if (decision.action == DmAction::Reinstate) {
+      id = log::id::kPathReinstated;
+      level = log::Level::Notice;
+    } else if (decision.state == PathState::Shaky) {
+      id = log::id::kPathShaky;
+      level = log::Level::Warning;
+    }
+    const std::string verb = decision.action == DmAction::Fail        ? "fail"
+                             : decision.action == DmAction::Reinstate ? "reinstate"
+                                                                      : "state";
+    log::write(
+        level, fmt::format("path {} {}: {} ({})", decision.device, verb, state, decision.reason),
+        {{"PATH", decision.device},
+         {"MAP", map},
+         {"WWID", path != nullptr ? path->path.wwid : ""},
+         {"CONTROLLER", path != nullptr ? path->path.controller : ""},
+         {"SESSION",
+          path != nullptr && path->path.sessionId >= 0 ? std::to_string(path->path.sessionId) : ""},
+         {"PORTAL", path != nullptr ? path->path.portal.str() : ""},
+         {"IFACE", path != nullptr ? path->path.netdev : ""}},
+        id);
+    if (decision.action != DmAction::None) {
+      sendPathMessage(decision.device, decision.action == DmAction::Fail, decision.reason);
+    }
+  }
+  if (!decisions.empty()) {
+    runFailback(Clock::now());
+    requestPublish();
+  }
+}
+
+void Daemon::sendPathMessage(const std::string &device, bool fail, const std::string &reason) {
+  if (mode_ == selector::Mode::Companion) {
+    auto command = fail ? failPathCommand(device) : reinstatePathCommand(device);
+    if (!command) {
+      log::error(fmt::format("cannot ask multipathd about '{}': not a valid device name", device));
+      return;
+    }
+    multipathd_->request(
+        *command, kMultipathdTimeout,
+        [cmd = *command, device](Expected<std::string> reply) {
+          Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
+                                    : Expected<void>(pathkeeper::fail(reply.error()));
+          if (ok) {
+            log::info(fmt::format("multipathd: {}: ok", cmd), {{"PATH", device}});
+          } else {
+            log::error(fmt::format("multipathd: {}: {}", cmd, ok.error()), {{"PATH", device}});
+          }
+        },
+        Clock::now());
+    syncMultipathd();
+    return;
+  }
+  const std::string map = mapOfDevice(device);
+  const InventoryPath *path = pathByDevice(device);
+  if (map.empty() || path == nullptr) {
+    return; // not in a map yet: the reconciler creates it with this state
+  }
+  const std::string text =
+      fmt::format("{} {}", fail ? "fail_path" : "reinstate_path", path->path.devt.str());
+  try {
+    dm_.message(map, text);
+    maps_.at(map).dmFailed[device] = fail;
+  } catch (const std::exception &e) {
+    log::error(fmt::format("{} on {} failed: {} (wanted because: {})", text, map, e.what(), reason),
+               {{"PATH", device}, {"MAP", map}});
+  }
+}
+
+void Daemon::runFailback(Clock::time_point now) {
+  if (mode_ != selector::Mode::Owner) {
+    return;
+  }
+  for (auto &[alias, map] : maps_) {
+    std::vector<FailbackGroup> groups;
+    for (std::size_t g = 0; g < map.groups.size(); ++g) {
+      FailbackGroup group;
+      group.number = static_cast<unsigned>(g + 1);
+      group.priority = g < map.groupPriorities.size() ? map.groupPriorities[g] : 0;
+      for (const auto &device : map.groups[g]) {
+        auto state = health_.state(device);
+        group.usable += state && selector::isUsable(*state) ? 1U : 0U;
+      }
+      groups.push_back(group);
+    }
+    auto decision =
+        failback_.evaluate(alias, config_.defaults.failback, groups, map.activeGroup, now);
+    if (!decision) {
+      continue;
+    }
+    try {
+      dm_.message(alias, fmt::format("switch_group {}", decision->group));
+      log::notice(
+          fmt::format("map {}: switch to group {} ({})", alias, decision->group, decision->reason),
+          {{"MAP", alias}});
+    } catch (const std::exception &e) {
+      failback_.switchFailed(alias);
+      log::error(fmt::format("switch_group {} on {} failed: {}", decision->group, alias, e.what()),
+                 {{"MAP", alias}});
+    }
+  }
+}
+
+// --- reconciling -------------------------------------------------------------------
+
+void Daemon::reconcile() {
+  const std::string why = std::exchange(pendingReconcileWhy_, {});
+  std::vector<LiveMap> live;
+  try {
+    live = daemon::readLiveMaps(dm_);
+  } catch (const std::exception &e) {
+    log::error(fmt::format("cannot read the live maps: {}", e.what()));
+    return;
+  }
+
+  ReconcileInput input;
+  input.mode = mode_ == selector::Mode::Owner ? ReconcileMode::Owner : ReconcileMode::Companion;
+  input.live = live;
+  if (mode_ == selector::Mode::Owner) {
+    selector::Bindings bindings;
+    const fs::path bindingsFile = config_.defaults.bindingsFile;
+    std::error_code ec;
+    if (fs::exists(bindingsFile, ec)) {
+      auto text = readConfigFile(bindingsFile);
+      auto parsed = text ? selector::Bindings::parse(*text, bindingsFile.string())
+                         : Expected<selector::Bindings>(fail(text.error()));
+      if (!parsed) {
+        log::error(fmt::format("bindings: {}; not reconciling until it is fixed", parsed.error()));
+        return;
+      }
+      bindings = std::move(*parsed);
+    }
+    selector::Plan plan =
+        selector::planMaps(inventory_.plannerPaths(), config_, std::move(bindings), kernel_);
+    for (const auto &warning : plan.warnings) {
+      if (std::find(planWarnings_.begin(), planWarnings_.end(), warning) == planWarnings_.end()) {
+        log::warning(warning);
+      }
+    }
+    planWarnings_ = plan.warnings;
+    if (plan.bindingsChanged) {
+      fs::create_directories(bindingsFile.parent_path(), ec);
+      const fs::path tmp = bindingsFile.string() + ".pathkeeper-tmp";
+      std::ofstream(tmp, std::ios::trunc) << plan.bindings.render();
+      fs::rename(tmp, bindingsFile, ec);
+      if (ec) {
+        log::error(fmt::format("cannot write {}: {}", bindingsFile.string(), ec.message()));
+      }
+    }
+    input.desired = std::move(plan.maps);
+  }
+  for (const auto &[name, path] : inventory_.paths) {
+    auto state = health_.state(name);
+    if (!state || *state == PathState::Unknown || *state == PathState::Pending ||
+        *state == PathState::Removed) {
+      continue; // no verdict yet: leave dm as it is
+    }
+    input.usable[path.path.devt] = selector::isUsable(*state);
+  }
+
+  const ReconcilePlan plan = planReconcile(input);
+  for (const auto &alias : plan.adopted) {
+    if (announced_.insert(alias).second) {
+      log::notice(fmt::format("map {} adopted as it is (its table already matches)", alias),
+                  {{"MAP", alias}});
+    }
+  }
+  for (const auto &refusal : plan.refused) {
+    log::error(fmt::format("map {} refused: {}", refusal.map, refusal.reason),
+               {{"MAP", refusal.map}});
+  }
+  for (const auto &stale : plan.stale) {
+    log::info(fmt::format("map {} ({}) is no longer wanted; left in place ({} active paths)",
+                          stale.map, stale.uuid, stale.activePaths),
+              {{"MAP", stale.map}});
+  }
+  if (!plan.actions.empty()) {
+    log::info(fmt::format("reconcile ({}): {} action(s)", why.empty() ? "startup" : why,
+                          plan.actions.size()));
+  }
+  for (const auto &outcome : applyActions(plan.actions, dm_)) {
+    const Action &action = outcome.action;
+    if (outcome.skipped) {
+      log::warning(fmt::format("{}: skipped after an earlier failure", action.describe()),
+                   {{"MAP", action.map}});
+    } else if (!outcome.ok) {
+      log::error(fmt::format("{}: {}", action.describe(), outcome.error), {{"MAP", action.map}});
+    } else if (action.kind == ActionKind::Create) {
+      announced_.insert(action.map);
+      log::write(log::Level::Notice, fmt::format("map {} created", action.map),
+                 {{"MAP", action.map}, {"WWID", action.uuid.substr(kMultipathUuidPrefix.size())}},
+                 log::id::kMapCreated);
+    } else if (action.kind == ActionKind::Reload) {
+      log::write(log::Level::Notice, fmt::format("{}", action.describe()), {{"MAP", action.map}},
+                 log::id::kMapReloaded);
+    } else {
+      log::info(action.describe(), {{"MAP", action.map}});
+    }
+  }
+  if (!plan.actions.empty() || maps_.empty()) {
+    try {
+      live = daemon::readLiveMaps(dm_);
+    } catch (const std::exception &e) {
+      log::error(fmt::format("cannot read the live maps: {}", e.what()));
+    }
+  }
+  refreshMaps(live, input.desired, false);
+  runFailback(Clock::now());
+  requestPublish();
+}
+
+void Daemon::refreshMaps(const std::vector<LiveMap> &live,
+                         const std::vector<selector::PlannedMap> &desired, bool everyMultipathMap) {
+  std::map<std::string, MapState> maps;
+  for (const LiveMap &map : live) {
+    if (!map.info.uuid.starts_with(kMultipathUuidPrefix) || !map.table) {
+      continue;
+    }
+    auto wanted = std::find_if(desired.begin(), desired.end(),
+                               [&](const auto &d) { return d.spec.alias == map.info.name; });
+    if (mode_ == selector::Mode::Owner && !everyMultipathMap && wanted == desired.end()) {
+      continue; // not ours to watch: stale or foreign
+    }
+    MapState state;
+    state.wwid = map.info.uuid.substr(kMultipathUuidPrefix.size());
+    state.uuid = map.info.uuid;
+    if (!map.table->groups.empty()) {
+      state.selector = map.table->groups.front().selector;
+    }
+    for (std::size_t g = 0; g < map.table->groups.size(); ++g) {
+      std::vector<std::string> devices;
+      for (const auto &p : map.table->groups[g].paths) {
+        std::string device = deviceOfDevt(p.device);
+        if (device.empty()) {
+          device = p.device; // a path the inventory does not know (yet)
+        }
+        devices.push_back(device);
+        bool failed = false;
+        if (map.status) {
+          if (auto found = map.status->findPath(p.device)) {
+            failed = !found->second->active;
+          }
+        }
+        state.dmFailed[device] = failed;
+      }
+      state.groups.push_back(std::move(devices));
+      int priority = 0;
+      if (wanted != desired.end() && g < wanted->spec.groups.size()) {
+        priority = wanted->spec.groups[g].priority();
+      }
+      state.groupPriorities.push_back(priority);
+    }
+    if (map.status) {
+      state.queueing = map.status->queueIo;
+      for (std::size_t g = 0; g < map.status->groups.size(); ++g) {
+        if (map.status->groups[g].state == selector::DmGroupState::Active) {
+          state.activeGroup = static_cast<unsigned>(g + 1);
+        }
+      }
+    }
+    if (wanted != desired.end()) {
+      state.desired = *wanted;
+    }
+    maps.emplace(map.info.name, std::move(state));
+  }
+  for (const auto &[alias, old] : maps_) {
+    if (!maps.contains(alias)) {
+      failback_.forget(alias);
+    }
+  }
+  maps_ = std::move(maps);
+}
+
+void Daemon::syncMultipathd() {
+  if (!multipathd_) {
+    return;
+  }
+  const int fd = multipathd_->fd();
+  if (fd != multipathdFd_) {
+    multipathdSource_.reset();
+    multipathdFd_ = fd;
+    if (fd >= 0) {
+      multipathdSource_ =
+          loop_.addIo(fd, static_cast<unsigned>(multipathd_->events()), [this](unsigned revents) {
+            multipathd_->service(static_cast<short>(revents), Clock::now());
+            syncMultipathd();
+          });
+    }
+  } else if (fd >= 0) {
+    EventLoop::setIoEvents(multipathdSource_, static_cast<unsigned>(multipathd_->events()));
+  }
+  const auto next = multipathd_->nextTick();
+  if (next) {
+    if (!multipathdTimer_.active()) {
+      multipathdTimer_ = loop_.addTimer(*next, [this] {
+        multipathd_->tick(Clock::now());
+        syncMultipathd();
+      });
+    } else {
+      EventLoop::rearm(multipathdTimer_, std::max(*next, Clock::now()));
+    }
+  }
+}
+
+// --- publishing ------------------------------------------------------------------
+
+void Daemon::requestPublish() {
+  if (ready_ && publishTimer_.active()) {
+    EventLoop::rearm(publishTimer_, Clock::now() + options_.debounce);
+  }
+}
+
+StateSnapshot Daemon::snapshot() const {
+  StateSnapshot snap;
+  snap.version = PATHKEEPER_VERSION;
+  snap.mode = std::string(selector::toString(mode_));
+  std::size_t degraded = 0;
+  std::size_t down = 0;
+  std::size_t paths = 0;
+  for (const auto &[alias, map] : maps_) {
+    MapView view;
+    view.alias = alias;
+    view.wwid = map.wwid;
+    view.dmUuid = map.uuid;
+    view.selector = map.selector;
+    view.activeGroup = map.activeGroup;
+    view.queueing = map.queueing;
+    for (std::size_t g = 0; g < map.groups.size(); ++g) {
+      GroupView group;
+      group.number = static_cast<unsigned>(g + 1);
+      group.priority = g < map.groupPriorities.size() ? map.groupPriorities[g] : 0;
+      group.paths = map.groups[g];
+      for (const auto &device : map.groups[g]) {
+        ++view.totalPaths;
+        auto state = health_.state(device);
+        view.usablePaths += state && selector::isUsable(*state) ? 1U : 0U;
+      }
+      view.groups.push_back(std::move(group));
+    }
+    paths += view.totalPaths;
+    if (view.usablePaths == 0) {
+      view.state = "down";
+      ++down;
+    } else if (view.usablePaths < view.totalPaths) {
+      view.state = "degraded";
+      ++degraded;
+    } else {
+      view.state = "ok";
+    }
+    snap.maps.push_back(std::move(view));
+  }
+  for (const auto &device : health_.devices()) {
+    auto h = health_.health(device);
+    if (!h) {
+      continue;
+    }
+    PathView view;
+    view.device = device;
+    view.map = mapOfDevice(device);
+    view.state = std::string(selector::toString(h->state));
+    if (view.map.empty()) {
+      view.dmState = "none";
+    } else {
+      view.dmState = maps_.at(view.map).dmFailed.at(device) ? "failed" : "active";
+    }
+    view.checker = h->lastCheckReason;
+    if (view.checker.empty() && h->lastCheck) {
+      view.checker = h->lastCheck == CheckStatus::Ok ? "TUR: ready" : "";
+    }
+    view.failures = h->failures;
+    view.shaky = h->shaky;
+    view.latencyUs = h->lastCheckLatency ? h->lastCheckLatency->count() : -1;
+    if (const InventoryPath *path = pathByDevice(device)) {
+      view.devt = path->path.devt.str();
+      view.wwid = path->path.wwid;
+      view.target = path->path.targetIqn;
+      view.portal = path->path.portal.str();
+      view.netdev = path->path.netdev;
+      view.controller = path->path.controller;
+      view.alua = std::string(selector::toString(path->path.alua));
+      view.sessionId = path->path.sessionId;
+    }
+    snap.paths.push_back(std::move(view));
+  }
+  snap.status = fmt::format("{} map{}, {} path{}", snap.maps.size(),
+                            snap.maps.size() == 1 ? "" : "s", paths, paths == 1 ? "" : "s");
+  if (degraded > 0) {
+    snap.status += fmt::format(", {} degraded", degraded);
+  }
+  if (down > 0) {
+    snap.status += fmt::format(", {} without a usable path", down);
+  }
+  return snap;
+}
+
+void Daemon::publish() {
+  const StateSnapshot snap = snapshot();
+  if (snap.status != lastStatus_) {
+    sd_notify(0, fmt::format("STATUS={}", snap.status).c_str());
+    lastStatus_ = snap.status;
+  }
+  if (!options_.stateFile.empty()) {
+    writeStateFile(snap);
+  }
+}
+
+void Daemon::writeStateFile(const StateSnapshot &snap) const {
+  nlohmann::json doc;
+  doc["schema"] = 1;
+  doc["ready"] = ready_;
+  doc["version"] = snap.version;
+  doc["mode"] = snap.mode;
+  doc["status"] = snap.status;
+  doc["maps"] = nlohmann::json::array();
+  for (const MapView &map : snap.maps) {
+    nlohmann::json groups = nlohmann::json::array();
+    for (const GroupView &group : map.groups) {
+      groups.push_back(
+          {{"number", group.number}, {"priority", group.priority}, {"paths", group.paths}});
+    }
+    doc["maps"].push_back({{"alias", map.alias},
+                           {"wwid", map.wwid},
+                           {"dm_uuid", map.dmUuid},
+                           {"selector", map.selector},
+                           {"state", map.state},
+                           {"active_group", map.activeGroup},
+                           {"usable_paths", map.usablePaths},
+                           {"total_paths", map.totalPaths},
+                           {"queueing", map.queueing},
+                           {"groups", std::move(groups)}});
+  }
+  doc["paths"] = nlohmann::json::array();
+  for (const PathView &path : snap.paths) {
+    doc["paths"].push_back({{"device", path.device},
+                            {"devt", path.devt},
+                            {"map", path.map},
+                            {"state", path.state},
+                            {"dm_state", path.dmState},
+                            {"checker", path.checker},
+                            {"failures", path.failures},
+                            {"shaky", path.shaky},
+                            {"latency_us", path.latencyUs},
+                            {"alua", path.alua},
+                            {"wwid", path.wwid},
+                            {"target", path.target},
+                            {"portal", path.portal},
+                            {"netdev", path.netdev},
+                            {"controller", path.controller},
+                            {"session", path.sessionId}});
+  }
+  std::error_code ec;
+  fs::create_directories(options_.stateFile.parent_path(), ec);
+  const fs::path tmp = options_.stateFile.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << doc.dump(2) << '\n';
+    if (!out) {
+      log::warning(fmt::format("cannot write {}", tmp.string()));
+      return;
+    }
+  }
+  fs::rename(tmp, options_.stateFile, ec);
+  if (ec) {
+    log::warning(fmt::format("cannot replace {}: {}", options_.stateFile.string(), ec.message()));
+  }
+}
+
+// --- helpers --------------------------------------------------------------------------
+
+PathFacts Daemon::factsOf(const InventoryPath &path) const {
+  PathFacts facts;
+  const ScsiDisk *disk = nullptr;
+  if (auto it = inventory_.disks.find(path.path.device); it != inventory_.disks.end()) {
+    disk = &it->second;
+    facts.device = deviceStateOf(disk->state);
+    if (auto s = inventory_.sessions.find(disk->session); s != inventory_.sessions.end()) {
+      facts.session = sessionStateOf(s->second.state);
+    }
+  }
+  facts.alua = path.path.alua;
+  if (path.path.sessionId >= 0) {
+    facts.sessionId = static_cast<unsigned>(path.path.sessionId);
+  }
+  facts.route.netdev = path.path.netdev;
+  facts.route.portal = path.path.portal;
+  return facts;
+}
+
+const InventoryPath *Daemon::pathByDevice(const std::string &device) const {
+  auto it = inventory_.paths.find(device);
+  return it == inventory_.paths.end() ? nullptr : &it->second;
+}
+
+std::string Daemon::deviceOfDevt(const std::string &devt) const {
+  for (const auto &[name, path] : inventory_.paths) {
+    if (path.path.devt.str() == devt) {
+      return name;
+    }
+  }
+  return {};
+}
+
+std::string Daemon::mapOfDevice(const std::string &device) const {
+  for (const auto &[alias, map] : maps_) {
+    if (map.dmFailed.contains(device)) {
+      return alias;
+    }
+  }
+  return {};
+}
+
+void Daemon::requestReconcile(std::string why) {
+  if (pendingReconcileWhy_.empty()) {
+    pendingReconcileWhy_ = std::move(why);
+  }
+  if (reconcileTimer_.active()) {
+    EventLoop::rearm(reconcileTimer_, Clock::now() + options_.debounce);
+  }
+}
+
+} // namespace pathkeeper::daemon

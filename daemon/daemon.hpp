@@ -1,0 +1,140 @@
+#pragma once
+
+// pathkeeperd's composition: the inventory, the health engine, the
+// reconciler and the adapters, driven by one sd-event loop.
+//
+// Everything happens on the loop thread. Events (udev, dm path events, TUR
+// completions, timers, signals) update the inventory and the health engine;
+// their decisions become dm messages at once, while changes that need a new
+// table are batched behind a short debounce and handed to the reconciler.
+// The published state (the state file, sd_notify STATUS) follows the same
+// debounce.
+
+#include "config.hpp"
+#include "dm_adapter.hpp"
+#include "event_loop.hpp"
+#include "failback.hpp"
+#include "health.hpp"
+#include "multipathd_client.hpp"
+#include "plan.hpp"
+#include "reconciler.hpp"
+#include "state_model.hpp"
+#include "sysfs_inventory.hpp"
+#include "tur_checker.hpp"
+#include "udev_monitor.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace pathkeeper::daemon {
+
+/// @brief What main decides: file locations and overrides.
+struct DaemonOptions {
+  std::filesystem::path configFile;
+  std::filesystem::path configDir;
+  std::filesystem::path sysfsRoot{"/sys"};
+  std::filesystem::path devRoot{"/dev"};
+  /// The published state (schema 1, documented in pathkeeperd(8)); empty disables it.
+  std::filesystem::path stateFile{"/run/pathkeeper/state.json"};
+  std::optional<selector::Mode> mode; ///< overrides the config's mode
+  /// How often session and device states are re-read from sysfs: the kernel
+  /// sends no uevent when an iSCSI session logs in again.
+  std::chrono::milliseconds sessionPoll{500};
+  std::chrono::milliseconds debounce{150};
+};
+
+/// @brief The daemon. Construct, start(), then run the loop.
+class Daemon {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  /// @brief @p dm is used only in owner mode. All references must outlive
+  /// the daemon.
+  Daemon(EventLoop &loop, DaemonOptions options, DeviceMapper &dm);
+  ~Daemon();
+  Daemon(const Daemon &) = delete;
+  Daemon &operator=(const Daemon &) = delete;
+
+  /// @brief Loads the config, scans, builds or adopts the maps, and arms
+  /// every source. @throws std::runtime_error on a fatal startup problem
+  /// (bad config, unreadable sysfs root) with the reason.
+  void start();
+
+  [[nodiscard]] selector::Mode mode() const { return mode_; }
+
+private:
+  struct MapState; // live and desired facts of one map
+
+  // Event handlers.
+  void onDeviceEvents();
+  void onCheckerResults();
+  void onHealthTimer();
+  void pollSessions();
+  void reloadConfig();
+
+  // Work.
+  void syncHealth(const std::vector<std::string> &changed, Clock::time_point now);
+  void addToHealth(const InventoryPath &path, Clock::time_point now);
+  void apply(const HealthTracker::Decisions &decisions);
+  void startDueChecks(Clock::time_point now);
+  void rearmHealthTimer();
+  void requestReconcile(std::string why);
+  void reconcile();
+  /// @brief Rebuilds maps_ from the kernel's maps: the desired ones in
+  /// owner mode (every mpath- map at startup and in companion mode).
+  void refreshMaps(const std::vector<LiveMap> &live,
+                   const std::vector<selector::PlannedMap> &desired, bool everyMultipathMap);
+  void runFailback(Clock::time_point now);
+  void syncMultipathd();
+  void sendPathMessage(const std::string &device, bool fail, const std::string &reason);
+  void requestPublish();
+  void publish();
+  [[nodiscard]] StateSnapshot snapshot() const;
+  void writeStateFile(const StateSnapshot &snap) const;
+
+  // Helpers.
+  [[nodiscard]] PathFacts factsOf(const InventoryPath &path) const;
+  [[nodiscard]] const InventoryPath *pathByDevice(const std::string &device) const;
+  [[nodiscard]] std::string deviceOfDevt(const std::string &devt) const;
+  [[nodiscard]] std::string mapOfDevice(const std::string &device) const;
+
+  EventLoop &loop_;
+  DaemonOptions options_;
+  DeviceMapper &dm_;
+  selector::Config config_;
+  selector::Mode mode_ = selector::Mode::Owner;
+  selector::KernelCapabilities kernel_;
+  SysfsInventory sysfs_;
+  Inventory inventory_;
+  HealthTracker health_;
+  FailbackTracker failback_;
+  std::unique_ptr<TurChecker> checker_;
+  std::unique_ptr<UdevMonitor> monitor_;
+  std::unique_ptr<MultipathdClient> multipathd_;
+
+  std::map<std::string, MapState> maps_; ///< by alias
+  std::vector<std::string> planWarnings_;
+  std::set<std::string> announced_; ///< maps logged as created or adopted
+  bool ready_ = false;
+  std::string lastStatus_;
+  std::string pendingReconcileWhy_;
+
+  EventSource udevSource_;
+  EventSource checkerSource_;
+  EventSource healthTimer_;
+  EventSource sessionTimer_;
+  EventSource reconcileTimer_;
+  EventSource publishTimer_;
+  EventSource multipathdSource_;
+  EventSource multipathdTimer_;
+  int multipathdFd_ = -1;
+  std::vector<EventSource> signals_;
+};
+
+} // namespace pathkeeper::daemon

@@ -1,0 +1,164 @@
+// pathkeeperd: the multipath path-selector and health daemon. main() is the
+// composition root: it alone knows the file locations, the sysfs root and
+// the event loop.
+
+#include "config.hpp"
+#include "config_files.hpp"
+#include "daemon.hpp"
+#include "dm_adapter.hpp"
+#include "event_loop.hpp"
+#include "log.hpp"
+
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace {
+
+using namespace pathkeeper;
+
+constexpr const char *kUsage = R"(Usage: pathkeeperd [OPTIONS]
+
+Keeps the device-mapper multipath maps of the host's iSCSI LUNs right and
+their paths healthy. Normally started by systemd (pathkeeperd.service).
+
+Options:
+  --config FILE        Main config file (default /etc/pathkeeper/pathkeeper.conf)
+  --config-dir DIR     Drop-in directory (default /etc/pathkeeper/pathkeeper.conf.d)
+  --mode MODE          owner, companion or auto; overrides the config's mode
+  --sysfs-root DIR     sysfs mount (default /sys)
+  --dev-root DIR       Device nodes for the TUR checker (default /dev)
+  --state-file FILE    Where the published state goes (default
+                       /run/pathkeeper/state.json; "" disables it)
+  --no-udev-sync       Do not wait for udev after map changes (hosts without udevd)
+  --log-target TARGET  auto, journal or stderr (default auto: the journal when
+                       started by systemd)
+  --log-level LEVEL    error, warning, notice, info or debug (default info)
+  --version            Print the version
+  --help               Print this help
+
+Signals: SIGTERM and SIGINT exit and leave the maps as they are; SIGHUP
+re-reads the configuration (a bad one is refused and the old one kept).
+Exit status: 0 after SIGTERM, 1 when startup fails, 2 on bad usage.
+)";
+
+int usageError(const std::string &message) {
+  std::cerr << "pathkeeperd: " << message << "\n\n" << kUsage;
+  return 2;
+}
+
+std::optional<daemon::log::Level> parseLevel(std::string_view text) {
+  using daemon::log::Level;
+  if (text == "error")
+    return Level::Error;
+  if (text == "warning")
+    return Level::Warning;
+  if (text == "notice")
+    return Level::Notice;
+  if (text == "info")
+    return Level::Info;
+  if (text == "debug")
+    return Level::Debug;
+  return std::nullopt;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  daemon::DaemonOptions options;
+  options.configFile = daemon::kDefaultConfigFile;
+  options.configDir = daemon::kDefaultDropInDir;
+  auto target = daemon::log::Target::Auto;
+  auto level = daemon::log::Level::Info;
+  bool udevSync = true;
+
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc) {
+        return std::nullopt;
+      }
+      return std::string(argv[++i]);
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (arg == "--version") {
+      std::cout << "pathkeeperd " << PATHKEEPER_VERSION << "\n";
+      return 0;
+    }
+    if (arg == "--no-udev-sync") {
+      udevSync = false;
+      continue;
+    }
+    if (arg == "--config" || arg == "--config-dir" || arg == "--mode" || arg == "--sysfs-root" ||
+        arg == "--dev-root" || arg == "--state-file" || arg == "--log-target" ||
+        arg == "--log-level") {
+      auto v = value();
+      if (!v) {
+        return usageError(std::string(arg) + " needs a value");
+      }
+      if (arg == "--config") {
+        options.configFile = *v;
+      } else if (arg == "--config-dir") {
+        options.configDir = *v;
+      } else if (arg == "--sysfs-root") {
+        options.sysfsRoot = *v;
+      } else if (arg == "--dev-root") {
+        options.devRoot = *v;
+      } else if (arg == "--state-file") {
+        options.stateFile = *v;
+      } else if (arg == "--mode") {
+        auto mode = selector::parseMode(*v);
+        if (!mode) {
+          return usageError("--mode must be owner, companion or auto, not '" + *v + "'");
+        }
+        options.mode = *mode;
+      } else if (arg == "--log-target") {
+        if (*v == "auto") {
+          target = daemon::log::Target::Auto;
+        } else if (*v == "journal") {
+          target = daemon::log::Target::Journal;
+        } else if (*v == "stderr") {
+          target = daemon::log::Target::Stderr;
+        } else {
+          return usageError("--log-target must be auto, journal or stderr, not '" + *v + "'");
+        }
+      } else {
+        auto parsed = parseLevel(*v);
+        if (!parsed) {
+          return usageError("--log-level must be error, warning, notice, info or debug, not '" +
+                            *v + "'");
+        }
+        level = *parsed;
+      }
+      continue;
+    }
+    return usageError("unknown option '" + std::string(arg) + "'");
+  }
+
+  daemon::log::configure(target, level);
+  std::error_code ec;
+  if (!std::filesystem::exists("/dev/mapper/control", ec)) {
+    daemon::log::error("cannot start: device-mapper is not available (/dev/mapper/control is "
+                       "missing; load dm_multipath, or run where the kernel has device-mapper)");
+    return 1;
+  }
+  try {
+    daemon::LibDevmapperOptions dmOptions;
+    dmOptions.udevSync = udevSync;
+    daemon::LibDevmapper dm(dmOptions);
+    daemon::EventLoop loop;
+    daemon::Daemon pathkeeperd(loop, options, dm);
+    pathkeeperd.start();
+    return loop.run();
+  } catch (const std::exception &e) {
+    daemon::log::error(std::string("cannot start: ") + e.what());
+    return 1;
+  }
+}
