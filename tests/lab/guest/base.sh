@@ -162,6 +162,10 @@ lab_diagnostics_on_failure() {
         echo "== dmsetup"; dmsetup table; dmsetup status
         echo "== dmesg (last 60)"; dmesg | tail -n 60
     } >"$RESULTS/files/diagnostics.txt" 2>&1
+    local f
+    for f in "$LAB_RUN"/*.log; do
+        [[ -f $f ]] && cp -- "$f" "$RESULTS/files/" 2>/dev/null
+    done
     lab_log "diagnostics in files/diagnostics.txt"
 }
 

@@ -12,7 +12,12 @@
 #       demo     the README's demo: plan, load, fail over (needs ctl=)
 #       plan     pathkeeperctl plan --json vs multipath -v3 -d (needs ctl=)
 #       faults   every fault helper once, each checked and undone
-#       ctl=PATH pathkeeperctl; tool=PATH dm_grammar_check
+#       daemon   pathkeeperd owns the maps: failover, event-driven reinstatement,
+#                flap damping, SIGHUP, kill -9 and adoption (needs daemon=)
+#       companion  multipathd owns the maps, pathkeeperd follows (needs daemon=)
+#       daemon-demo  the README's demo with pathkeeperd (needs daemon=)
+#       dmadapter  the libdevmapper adapter on the real kernel (needs tool=)
+#       ctl=PATH pathkeeperctl; tool=PATH a check tool; daemon=PATH pathkeeperd
 
 XS_SWITCH=mds-gw
 declare -A XS_PWWN=([upper]=5000393000a1b001 [lower]=5000393000a1b002)
@@ -100,6 +105,9 @@ scenario_run() {
         demo) pk_demo "$(xs_arg ctl "" "$@")" ;;
         plan) pc_xserve_plan "$(xs_arg ctl "" "$@")" ;;
         faults) xs_faults ;;
+        daemon) pd_owner "$(xs_arg daemon "" "$@")" ;;
+        companion) pd_companion "$(xs_arg daemon "" "$@")" ;;
+        daemon-demo) pd_demo "$(xs_arg daemon "" "$@")" ;;
         dmadapter) source "$LAB_DIR/guest/dm_adapter.sh" && dma_run "$(xs_arg tool "" "$@")" ;;
         esac
     done

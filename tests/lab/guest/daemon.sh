@@ -1,0 +1,386 @@
+# pathkeeperd in the guest (issue #5): the daemon owns the maps, fails and
+# reinstates paths, damps flapping, survives kill -9 and bad configs.
+# Functions are prefixed pd_. The daemon's published state is read from its
+# state file (schema 1, see pathkeeperd(8)) with jq.
+
+PD_STATE=$LAB_RUN/pathkeeperd-state.json
+PD_LOG=$LAB_RUN/pathkeeperd.log
+PD_CONF=$LAB_RUN/pathkeeper.conf
+PD_PID=
+
+# pd_write_config SELECTOR [EXTRA_TOML]: the xserve controller rules plus the
+# health settings the daemon tests rely on. Polling is made slow on purpose
+# (checker_interval 60s, failed_checker_interval 30s): a reinstatement that
+# comes within a few seconds of the login can then only be event-driven.
+pd_write_config() {
+    local selector=$1 extra=${2:-}
+    {
+        cat "${LAB_DIR%/tests/lab}/tests/data/config/xserve.conf"
+        printf '\n[defaults]\nselector = "%s"\nbindings_file = "%s"\n' "$selector" "$LAB_RUN/bindings"
+        printf '\n[health]\nchecker_interval = "60s"\nfailed_checker_interval = "30s"\n'
+        printf 'flap_threshold = 3\nflap_window = "5m"\nflap_recovery = "20s"\nflap_recovery_max = "2m"\n'
+        printf '%s\n' "$extra"
+    } >"$PD_CONF.new"
+    mv "$PD_CONF.new" "$PD_CONF"
+}
+
+# pd_start DAEMON [ARGS...]: starts pathkeeperd in the background.
+pd_start() {
+    local daemon=$1; shift
+    "$daemon" --config "$PD_CONF" --config-dir /nonexistent --state-file "$PD_STATE" \
+        --log-target stderr --log-level debug "$@" >>"$PD_LOG" 2>&1 &
+    PD_PID=$!
+    lab_log "pathkeeperd started (pid $PD_PID)"
+}
+
+pd_alive() { kill -0 "$PD_PID" 2>/dev/null; }
+
+# pd_stop: SIGTERM, and the daemon must exit by itself.
+pd_stop() {
+    kill -TERM "$PD_PID"
+    local i
+    for ((i = 0; i < 100; i++)); do pd_alive || break; sleep 0.2; done
+    ! pd_alive && wait "$PD_PID"
+}
+
+pd_ready() { [[ -s $PD_STATE ]] && jq -e '.ready == true' "$PD_STATE" >/dev/null; }
+
+# pd_map_paths MAP: "maj:min state" lines from dmsetup status.
+pd_dm_states() {
+    dmsetup status "$1" 2>/dev/null |
+        awk '{ for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+:[0-9]+$/ && ($(i + 1) == "A" || $(i + 1) == "F")) print $i, $(i + 1) }'
+}
+pd_dm_state() { pd_dm_states "$1" | awk -v d="$2" '$1 == d {print $2}'; }
+pd_dm_is() { [[ $(pd_dm_state "$1" "$2") == "$3" ]]; }
+pd_map_has_paths() { [[ $(pd_dm_states "$1" | wc -l) -eq $2 ]]; }
+pd_maps_present() { pd_map_has_paths xserve-upper 2 && pd_map_has_paths xserve-lower 2; }
+# pd_fail_counts MAP: the kernel's per-path fail counts, "8:16=1 8:32=0".
+pd_fail_counts() {
+    dmsetup status "$1" | awk '{ for (i = 1; i < NF - 1; i++) if ($i ~ /^[0-9]+:[0-9]+$/ && ($(i + 1) == "A" || $(i + 1) == "F")) printf "%s=%s ", $i, $(i + 2) }'
+}
+pd_event_nr() { dmsetup info -c --noheadings -o events "$1" | tr -d ' '; }
+pd_suspended_maps() { dmsetup info -c --noheadings --separator ' ' -o name,suspended 2>/dev/null | awk '$2 == "Suspended" {print $1}'; }
+pd_no_map_suspended() { [[ -z $(pd_suspended_maps) ]]; }
+
+# pd_path_field DEV FIELD: a path's field in the daemon's state file.
+pd_path_field() { jq -r --arg d "$1" --arg f "$2" '.paths[] | select(.device == $d) | .[$f]' "$PD_STATE"; }
+pd_path_state_is() { [[ $(pd_path_field "$1" state) == "$2" ]]; }
+pd_log_has() { grep -q -- "$1" "$PD_LOG"; }
+
+pd_devt() { cat "/sys/block/$1/dev"; }
+pd_session_logged_in() { [[ $(<"/sys/class/iscsi_session/$(ini_sdev_session "$1")/state") == LOGGED_IN ]]; }
+
+pd_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# pd_io_roundtrip MAP OFFSET_MB: 8 MiB pattern written and read back.
+pd_io_roundtrip() {
+    local map=$1 off=$2 pat=$LAB_RUN/pd-pattern-$1
+    dd if=/dev/urandom of="$pat" bs=1M count=8 status=none
+    dd if="$pat" of="/dev/mapper/$map" bs=1M seek="$off" oflag=direct conv=fsync status=none || return 1
+    cmp -n $((8 << 20)) "$pat" <(dd if="/dev/mapper/$map" bs=1M skip="$off" count=8 iflag=direct status=none)
+}
+
+pd_show() {
+    dmsetup table | grep multipath || true
+    dmsetup status | grep multipath || true
+    [[ -s $PD_STATE ]] && jq -c '.paths[] | {device, state, dm_state, checker, failures, shaky}' "$PD_STATE"
+    return 0
+}
+
+# The eth1 path of a map, from the daemon's view.
+pd_eth1_path() { jq -r --arg m "$1" '.paths[] | select(.map == $m and .netdev == "eth1") | .device' "$PD_STATE"; }
+
+# pd_owner DAEMON: issue #5's owner-mode checks.
+pd_owner() {
+    local daemon=$1 t0 ms sd_u sd_l dev_u dev_l
+    pk_mask_multipath_uevent_check
+    pd_write_config service-time
+
+    lab_step "daemon 1: pathkeeperd builds both maps by itself"
+    t0=$(pd_ms)
+    pd_start "$daemon"
+    lab_wait 60 "pathkeeperd ready" pd_ready
+    lab_wait 30 "xserve-upper and xserve-lower, 2 paths each" pd_maps_present
+    lab_log "maps present $(($(pd_ms) - t0)) ms after the daemon started"
+    pd_show
+    local m
+    for m in xserve-upper xserve-lower; do
+        lab_check "$m uses service-time" grep -q ' service-time ' <(dmsetup table "$m")
+        lab_check "$m has DM UUID mpath-<wwid>" grep -q '^mpath-3' <(dmsetup info -c --noheadings -o uuid "$m")
+        lab_check "$m: both paths A" test "$(pd_dm_states "$m" | awk '$2 == "A"' | wc -l)" -eq 2
+    done
+    lab_check "the state file says 2 maps, 4 paths" \
+        test "$(jq '.maps | length' "$PD_STATE")/$(jq '.paths | length' "$PD_STATE")" = 2/4
+
+    lab_step "daemon 2: checksummed I/O through both maps"
+    lab_check "xserve-upper: 8 MiB round trip" pd_io_roundtrip xserve-upper 0
+    lab_check "xserve-lower: 8 MiB round trip" pd_io_roundtrip xserve-lower 0
+
+    lab_step "daemon 3: cut eth1 under I/O"
+    sd_u=$(pd_eth1_path xserve-upper)
+    sd_l=$(pd_eth1_path xserve-lower)
+    dev_u=$(pd_devt "$sd_u")
+    dev_l=$(pd_devt "$sd_l")
+    lab_log "eth1 paths: upper $sd_u ($dev_u), lower $sd_l ($dev_l)"
+    dd if=/dev/urandom of="$LAB_RUN/pd-cut" bs=1M count=32 status=none
+    dd if="$LAB_RUN/pd-cut" of=/dev/mapper/xserve-upper bs=64k seek=512 oflag=direct conv=fsync status=none &
+    local io=$! rc=0
+    sleep 1
+    fault_link_cut eth1
+    lab_wait 60 "$sd_u failed in dm" pd_dm_is xserve-upper "$dev_u" F
+    lab_wait 60 "$sd_l failed in dm" pd_dm_is xserve-lower "$dev_l" F
+    wait "$io" || rc=$?
+    lab_check "the write across the cut completed (dd exit $rc)" test "$rc" -eq 0
+    lab_check "data written across the cut reads back intact" \
+        cmp -n $((32 << 20)) "$LAB_RUN/pd-cut" <(dd if=/dev/mapper/xserve-upper bs=64k skip=512 count=512 iflag=direct status=none)
+    lab_wait 30 "the daemon reports $sd_u down" pd_path_state_is "$sd_u" down
+    lab_check "the daemon logged $sd_u failing" pd_log_has "PATH=$sd_u"
+
+    lab_step "daemon 4: restore eth1; reinstatement follows the login"
+    fault_link_restore eth1
+    lab_wait 120 "$sd_u's session LOGGED_IN" pd_session_logged_in "$sd_u"
+    local t_login t_up
+    t_login=$(pd_ms)
+    lab_wait 25 "$sd_u active in dm again" pd_dm_is xserve-upper "$dev_u" A
+    t_up=$(pd_ms)
+    lab_log "MEASURE reinstate_after_login_ms=$((t_up - t_login)) (failed paths polled every 30 s)"
+    echo "reinstate_after_login_ms $((t_up - t_login))" | lab_save reinstate-latency.txt
+    lab_wait 60 "$sd_l active in dm again" pd_dm_is xserve-lower "$dev_l" A
+    lab_check "the reinstatement was driven by the login, not by polling" \
+        pd_log_has "reinstate.*PATH=$sd_u"
+    pd_show
+
+    pd_flapping "$sd_u" "$dev_u"
+    pd_sighup_bad_config
+    pd_kill9_adoption "$daemon"
+    lab_check "pathkeeperd exits on SIGTERM" pd_stop
+    lab_check "the maps stay after the daemon exits" pd_maps_present
+    lab_save pathkeeperd.log "$PD_LOG"
+}
+
+# pd_flapping SD DEV: flap eth1 until the daemon calls the path shaky; it
+# must then stay failed while the link is stable, until the hold-down ends.
+pd_flapping() {
+    local sd=$1 dev=$2 i
+    lab_step "daemon 5: flap eth1 (up to 10 times)"
+    for ((i = 1; i <= 10; i++)); do
+        fault_link_cut eth1
+        lab_wait 60 "flap $i: $sd failed in dm" pd_dm_is xserve-upper "$dev" F
+        fault_link_restore eth1
+        lab_wait 120 "flap $i: $sd's session LOGGED_IN" pd_session_logged_in "$sd"
+        if [[ $(pd_path_field "$sd" shaky) == true ]]; then
+            lab_log "$sd shaky after $i flaps"
+            break
+        fi
+    done
+    lab_check "$sd is shaky after flapping" test "$(pd_path_field "$sd" shaky)" = true
+    lab_check "the daemon logged why $sd is shaky" pd_log_has "shaky.*PATH=$sd"
+    sleep 5
+    lab_check "$sd stays failed in dm although its session is up" pd_dm_is xserve-upper "$dev" F
+    lab_wait 90 "$sd back in service after a stable hold-down" pd_dm_is xserve-upper "$dev" A
+    lab_check "$sd is up and no longer shaky" test "$(pd_path_field "$sd" state)/$(pd_path_field "$sd" shaky)" = up/false
+}
+
+# A broken config on SIGHUP is refused and the old one keeps running.
+pd_sighup_bad_config() {
+    lab_step "daemon 6: SIGHUP with a broken config"
+    local ev_before
+    ev_before="$(pd_event_nr xserve-upper) $(pd_fail_counts xserve-upper)"
+    cp "$PD_CONF" "$PD_CONF.good"
+    printf '[defaults]\nselector = "no-such-selector"\n' >>"$PD_CONF"
+    kill -HUP "$PD_PID"
+    lab_wait 10 "the daemon rejected the config" pd_log_has "config rejected"
+    lab_check "the daemon is still running" pd_alive
+    lab_check "xserve-upper was not touched (event and fail counts $ev_before)" \
+        test "$(pd_event_nr xserve-upper) $(pd_fail_counts xserve-upper)" = "$ev_before"
+    cp "$PD_CONF.good" "$PD_CONF"
+}
+
+# kill -9 during a burst of reloads: nothing is left suspended, and a new
+# daemon adopts the maps as they are.
+pd_kill9_adoption() {
+    local daemon=$1 i sel
+    lab_step "daemon 7: kill -9 during a burst of reloads, then adoption"
+    for ((i = 0; i < 6; i++)); do
+        if ((i % 2)); then sel=service-time; else sel=queue-length; fi
+        pd_write_config "$sel"
+        kill -HUP "$PD_PID"
+        sleep 0.3
+    done
+    kill -9 "$PD_PID"
+    wait "$PD_PID" 2>/dev/null || true
+    lab_check "no map is left suspended after kill -9" pd_no_map_suspended
+    dmsetup info -c -o name,suspended,events | grep -e xserve -e Name
+    # Restart with the selector the kernel has now, so nothing needs changing.
+    sel=$(dmsetup table xserve-upper | grep -o -e service-time -e queue-length | head -1)
+    pd_write_config "$sel"
+    # A table swap does not move the kernel's event counter, but it resets
+    # every path's fail count: give each path a fail count first (fail and
+    # reinstate it by hand), so that a reload would show.
+    local m d
+    for m in xserve-upper xserve-lower; do
+        for d in $(pd_dm_states "$m" | awk '{print $1}'); do
+            dmsetup message "$m" 0 fail_path "$d"
+            dmsetup message "$m" 0 reinstate_path "$d"
+        done
+    done
+    local before_u before_l
+    before_u="$(pd_event_nr xserve-upper) $(pd_fail_counts xserve-upper)"
+    before_l="$(pd_event_nr xserve-lower) $(pd_fail_counts xserve-lower)"
+    lab_log "before restart: upper $before_u, lower $before_l (event, fail counts)"
+    : >"$PD_STATE"
+    local log_lines
+    log_lines=$(wc -l <"$PD_LOG")
+    pd_start "$daemon"
+    lab_wait 60 "the restarted daemon is ready" pd_ready
+    sleep 3
+    lab_check "xserve-upper adopted as it is (event and fail counts $before_u)" \
+        test "$(pd_event_nr xserve-upper) $(pd_fail_counts xserve-upper)" = "$before_u"
+    lab_check "xserve-lower adopted as it is (event and fail counts $before_l)" \
+        test "$(pd_event_nr xserve-lower) $(pd_fail_counts xserve-lower)" = "$before_l"
+    lab_check "the restarted daemon loaded no table" \
+        not grep -q -e "created" -e "reload" <(tail -n +"$((log_lines + 1))" "$PD_LOG")
+    lab_check "the restarted daemon logged the adoption" pd_log_has "adopted"
+}
+
+# --- companion mode: Debian's multipathd owns the maps --------------------------
+
+PD_MPD_LOG=$LAB_RUN/multipathd.log
+
+pd_mpd_start() {
+    mkdir -p /etc/multipath
+    cat >/etc/multipath.conf <<'CONF'
+defaults {
+    user_friendly_names yes
+    find_multipaths off
+}
+blacklist {
+    devnode "^(ram|loop|fd|md|dm-|sr|scd|st|vd)[0-9]*"
+}
+CONF
+    : >/etc/multipath/wwids
+    multipathd -d -s -v3 >"$PD_MPD_LOG" 2>&1 &
+    PD_MPD_PID=$!
+    lab_log "multipathd started (pid $PD_MPD_PID)"
+}
+
+pd_mpd_maps() { dmsetup ls --target multipath 2>/dev/null | grep -c mpath; }
+pd_mpd_has_maps() { [[ $(pd_mpd_maps) -eq $1 ]]; }
+# pd_mpd_path_dm DEV: multipathd's dm state for a path ("active"/"failed").
+pd_mpd_path_dm() { multipathd show paths raw format "%d %t" 2>/dev/null | awk -v d="$1" '$1 == d {print $2}'; }
+pd_mpd_path_is() { [[ $(pd_mpd_path_dm "$1") == "$2" ]]; }
+pd_tables() { dmsetup table | grep ' multipath ' | sort; }
+
+# pd_states_agree: every path the daemon reports up is active in multipathd,
+# every path it reports down is failed there.
+pd_states_agree() {
+    local dev state mstate
+    while read -r dev state; do
+        mstate=$(pd_mpd_path_dm "$dev")
+        case $state in
+        up | ghost) [[ $mstate == active ]] || return 1 ;;
+        down | shaky) [[ $mstate == failed ]] || return 1 ;;
+        *) return 1 ;;
+        esac
+    done < <(jq -r '.paths[] | "\(.device) \(.state)"' "$PD_STATE")
+}
+
+pd_companion() {
+    local daemon=$1 tables_before
+    lab_step "companion 1: multipathd owns the maps"
+    pd_mpd_start
+    lab_wait 90 "multipathd built 2 maps" pd_mpd_has_maps 2
+    multipathd show maps raw format "%n %w %d" || true
+    lab_wait 60 "multipathd shows all 4 paths active" \
+        test "$(multipathd show paths raw format '%t' 2>/dev/null | grep -c active)" -eq 4
+    tables_before=$(pd_tables)
+
+    lab_step "companion 2: pathkeeperd finds multipathd and stays a companion"
+    pd_write_config service-time
+    pd_start "$daemon"
+    lab_wait 60 "pathkeeperd ready" pd_ready
+    lab_check "pathkeeperd chose companion mode by itself" test "$(jq -r .mode "$PD_STATE")" = companion
+    lab_check "pathkeeperd sees multipathd's 2 maps and 4 paths" \
+        test "$(jq '.maps | length' "$PD_STATE")/$(jq '.paths | length' "$PD_STATE")" = 2/4
+    lab_wait 30 "pathkeeperd reports the same path states as multipathd" pd_states_agree
+    sleep 5
+    lab_check "no table was loaded: the kernel's tables are unchanged" test "$(pd_tables)" = "$tables_before"
+    lab_check "pathkeeperd logged no map creation or reload" not pd_log_has "created\|reload"
+
+    lab_step "companion 3: cut eth1"
+    local sd dev
+    sd=$(jq -r '.paths[] | select(.netdev == "eth1") | .device' "$PD_STATE" | head -1)
+    fault_link_cut eth1
+    lab_wait 60 "multipathd shows $sd failed" pd_mpd_path_is "$sd" failed
+    lab_wait 30 "pathkeeperd reports $sd down" pd_path_state_is "$sd" down
+    lab_wait 30 "pathkeeperd agrees with multipathd on every path" pd_states_agree
+
+    lab_step "companion 4: restore eth1; pathkeeperd's reinstatement goes through multipathd"
+    fault_link_restore eth1
+    lab_wait 120 "$sd's session LOGGED_IN" pd_session_logged_in "$sd"
+    lab_wait 60 "multipathd shows $sd active again" pd_mpd_path_is "$sd" active
+    lab_wait 30 "pathkeeperd reports $sd up" pd_path_state_is "$sd" up
+    lab_check "pathkeeperd asked multipathd to reinstate $sd" pd_log_has "multipathd: reinstate path $sd: ok"
+    lab_check "pathkeeperd still logged no map creation or reload" not pd_log_has "created\|reload"
+    lab_check "pathkeeperd exits on SIGTERM" pd_stop
+    kill "$PD_MPD_PID" 2>/dev/null || true
+    lab_save pathkeeperd.log "$PD_LOG"
+    lab_save multipathd.log "$PD_MPD_LOG"
+}
+
+# --- the README's demo ---------------------------------------------------------
+
+# pd_topology: maps, groups and paths as the daemon publishes them.
+pd_topology() {
+    jq -r '
+      (.paths | map({key: .device, value: .}) | from_entries) as $p
+      | .maps[]
+      | "\(.alias)  wwid \(.wwid)  \(.selector)  usable \(.usable_paths)  active group \(.active_group)",
+        (.groups[] | "  group \(.number) (priority \(.priority))",
+          (.paths[] | $p[.] as $x
+            | "    \(.)  \($x.devt)  \($x.state)/\($x.dm_state)  \($x.controller)  \($x.netdev) -> \($x.portal)"))' "$PD_STATE"
+}
+
+pd_demo() {
+    local daemon=$1 sd dev t_cut t_fail t_login t_up
+    pk_mask_multipath_uevent_check
+    pd_write_config service-time
+
+    lab_step "demo 1: start pathkeeperd; it builds the maps from the live iSCSI paths"
+    pd_start "$daemon"
+    lab_wait 60 "pathkeeperd ready" pd_ready
+    lab_wait 30 "both maps with 2 paths each" pd_maps_present
+    echo "--- dmsetup (the kernel's view)"
+    dmsetup table | grep multipath
+    dmsetup status | grep multipath
+    echo "--- pathkeeperd's topology ($PD_STATE)"
+    pd_topology
+    echo "--- pathkeeperd's log so far"
+    cat "$PD_LOG"
+
+    lab_step "demo 2: cut eth1 and watch pathkeeperd fail the paths"
+    sd=$(pd_eth1_path xserve-upper)
+    dev=$(pd_devt "$sd")
+    t_cut=$(pd_ms)
+    lab_log "eth1 cut (path $sd, $dev)"
+    fault_link_cut eth1
+    lab_wait 60 "$sd failed in dm" pd_dm_is xserve-upper "$dev" F
+    t_fail=$(pd_ms)
+    lab_log "$sd failed $((t_fail - t_cut)) ms after the cut"
+    lab_wait 30 "pathkeeperd reports $sd down" pd_path_state_is "$sd" down
+    pd_topology
+    lab_check "I/O still works through xserve-upper" pd_io_roundtrip xserve-upper 16
+
+    lab_step "demo 3: bring eth1 back and watch pathkeeperd reinstate the paths"
+    fault_link_restore eth1
+    lab_wait 120 "$sd's session LOGGED_IN" pd_session_logged_in "$sd"
+    t_login=$(pd_ms)
+    lab_log "session of $sd logged in"
+    lab_wait 30 "$sd active in dm again" pd_dm_is xserve-upper "$dev" A
+    t_up=$(pd_ms)
+    lab_log "$sd reinstated $((t_up - t_login)) ms after its session logged in"
+    pd_topology
+    echo "--- pathkeeperd's log of the fault"
+    grep -e "PATH=$sd" "$PD_LOG" | tail -n 8
+    lab_check "pathkeeperd exits on SIGTERM and leaves the maps" pd_stop
+}
