@@ -98,8 +98,8 @@ struct Failback {
   enum class Kind {
     Immediate,  ///< as soon as a path of a better group is usable again
     Manual,     ///< never by itself; SwitchGroup or `pathkeeperctl switch-group`
-    Followover, ///< only when the group's first path comes back and the active
-                ///< group has lost none (multipathd's followover)
+    Followover, ///< only when the better group goes from no usable path to one
+                ///< (multipathd's followover: never undo a switch made elsewhere)
     Deferred,   ///< after the better group has been usable for `delay`
   } kind = Kind::Immediate;
   std::chrono::seconds delay{0}; ///< only for Kind::Deferred
