@@ -234,9 +234,9 @@ std::string doctorToText(const DoctorReport &report) {
     if (!lookup.error.empty()) {
       out += fmt::format("  {}: {}\n", lookupQuestion(lookup), lookup.error);
     } else {
-      out += fmt::format("  {}: dev {}{} src {} table {}\n", lookupQuestion(lookup), lookup.egress,
+      out += fmt::format("  {}: dev {}{}{} table {}\n", lookupQuestion(lookup), lookup.egress,
                          lookup.gateway.empty() ? "" : " via " + lookup.gateway,
-                         lookup.preferredSource.empty() ? "?" : lookup.preferredSource,
+                         lookup.preferredSource.empty() ? "" : " src " + lookup.preferredSource,
                          tableName(lookup.table));
     }
   }

@@ -172,6 +172,16 @@ std::string sysctlNote(std::string_view what) {
                      what);
 }
 
+/// The order findings of one severity are listed in: causes before symptoms.
+int rank(std::string_view id) {
+  static constexpr std::array<std::string_view, 15> kOrder = {
+      "nic-missing",     "link-down",        "no-route",      "wrong-egress", "foreign-source",
+      "rp-filter",       "unbound-egress",   "shared-subnet", "arp-flux",     "bond-no-slaves",
+      "bond-slave-down", "bond-slave-bound", "bond-mode",     "mtu-mismatch", "speed-mismatch"};
+  const auto *it = std::find(kOrder.begin(), kOrder.end(), id);
+  return static_cast<int>(it - kOrder.begin());
+}
+
 /// Collects findings keyed by id and a discriminator, so that one problem
 /// seen from several bindings becomes one finding with all of them.
 class FindingSet {
@@ -192,7 +202,9 @@ public:
       findings.push_back(std::move(finding));
     }
     std::stable_sort(findings.begin(), findings.end(), [](const Finding &a, const Finding &b) {
-      return std::tie(b.severity, a.id, a.nics) < std::tie(a.severity, b.id, b.nics);
+      const int rankA = rank(a.id);
+      const int rankB = rank(b.id);
+      return std::tie(b.severity, rankA, a.nics) < std::tie(a.severity, rankB, b.nics);
     });
     return findings;
   }

@@ -159,7 +159,8 @@ struct Finding {
 };
 
 /// @brief Runs every check on @p bindings against @p snapshot. Pure.
-/// Findings are ordered by severity (errors first), then by id.
+/// Findings are ordered by severity (errors first), then causes before
+/// symptoms (egress and source before subnets, ARP and speed).
 std::vector<Finding> analyse(const NetworkSnapshot &snapshot, std::span<const Binding> bindings);
 
 /// @brief The worst severity in @p findings, nullopt when there are none.

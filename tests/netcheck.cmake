@@ -8,3 +8,15 @@ target_include_directories(netcheck_test SYSTEM PRIVATE ${NLOHMANN_JSON_INCLUDE_
 target_link_libraries(netcheck_test PRIVATE pathkeeper_daemon pathkeeper_warnings GTest::gtest_main GTest::gmock)
 gtest_discover_tests(netcheck_test PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
 
+# Host: real kernel routing in network namespaces that
+# tests/host/netcheck-netns.sh builds per test. The library runs on a test
+# thread that entered the namespace with setns(); pathkeeperctl doctor runs
+# under `ip netns exec`. Without root or netns support every test is SKIPPED
+# with the reason.
+add_executable(netcheck_host_test host/netcheck_host_test.cpp)
+target_include_directories(netcheck_host_test SYSTEM PRIVATE ${NLOHMANN_JSON_INCLUDE_DIR})
+target_link_libraries(netcheck_host_test PRIVATE pathkeeper_daemon pathkeeper_warnings GTest::gtest_main GTest::gmock)
+target_compile_definitions(netcheck_host_test PRIVATE
+  PK_NETCHECK_NETNS_SCRIPT="${CMAKE_CURRENT_SOURCE_DIR}/host/netcheck-netns.sh"
+  PK_PATHKEEPERCTL="$<TARGET_FILE:pathkeeperctl>")
+gtest_discover_tests(netcheck_host_test PROPERTIES LABELS host TIMEOUT 60 DISCOVERY_TIMEOUT 60)

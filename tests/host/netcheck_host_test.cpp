@@ -1,0 +1,295 @@
+// The network check against real kernel routing: each test builds the
+// seed's mistake (two NICs on one /24, no policy routing) in network
+// namespaces of its own with tests/host/netcheck-netns.sh.
+//
+// Two ways in, both exercised:
+//  - the library: the test thread enters the initiator namespace with
+//    setns(CLONE_NEWNET), so NetworkChecker's netlink sockets and
+//    /proc/sys/net reads see that namespace (the host's /sys stays, so link
+//    speeds are unknown there, which the checks tolerate);
+//  - the command: `ip netns exec NS pathkeeperctl doctor ...`, which also
+//    remounts /sys for the namespace.
+// The kernel's own answer (`ip route get`) is the independent witness for
+// which NIC traffic really leaves by.
+//
+// Needs root and network namespaces; without them every test is SKIPPED
+// with the reason, never passed.
+#include "net_netlink.hpp"
+#include "netcheck.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace pathkeeper::daemon {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+const selector::Portal kPortal{"10.201.1.20", 3260, 1};
+
+struct CommandResult {
+  int status = -1; ///< exit status, or -1 when it did not exit
+  std::string out;
+};
+
+CommandResult run(const std::string &command) {
+  CommandResult result;
+  FILE *pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    return result;
+  }
+  std::array<char, 4096> buffer{};
+  std::size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    result.out.append(buffer.data(), n);
+  }
+  const int status = pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string ctlBinary() {
+  const char *override = std::getenv("PK_PATHKEEPERCTL"); // to test another build
+  return override != nullptr ? override : PK_PATHKEEPERCTL;
+}
+
+std::vector<std::string> ids(const std::vector<Finding> &findings) {
+  std::vector<std::string> out;
+  for (const auto &f : findings) {
+    out.push_back(f.id);
+  }
+  return out;
+}
+
+const Finding *find(const std::vector<Finding> &findings, std::string_view id) {
+  auto it =
+      std::find_if(findings.begin(), findings.end(), [&](const Finding &f) { return f.id == id; });
+  return it == findings.end() ? nullptr : &*it;
+}
+
+class NetcheckNetns : public ::testing::Test {
+protected:
+  void SetUp() override {
+    static int counter = 0;
+    tag_ = std::to_string(getpid() % 100000) + "x" + std::to_string(counter++);
+    work_ = std::filesystem::temp_directory_path() / ("pathkeeper-netcheck-" + tag_);
+    std::filesystem::create_directories(work_ / "iscsi");
+    const CommandResult up =
+        run(fmt::format("{} up {} {} {} 2>{}", PK_NETCHECK_NETNS_SCRIPT, tag_, work_.string(),
+                        getpid(), (work_ / "up.err").string()));
+    if (up.status != 0) {
+      std::ifstream err(work_ / "up.err");
+      std::stringstream text;
+      text << err.rdbuf();
+      fixtureUp_ = false;
+      if (up.status == 77) {
+        GTEST_SKIP() << text.str();
+      }
+      FAIL() << "netcheck-netns.sh up failed (" << up.status << "): " << text.str();
+    }
+  }
+
+  void TearDown() override {
+    leave();
+    if (fixtureUp_) {
+      run(fmt::format("{} down {} {}", PK_NETCHECK_NETNS_SCRIPT, tag_, work_.string()));
+    }
+    std::filesystem::remove_all(work_);
+  }
+
+  std::string ns() const { return "pkn-" + tag_; }
+  std::string nicA() const { return "pkna-" + tag_; }
+  std::string nicB() const { return "pknb-" + tag_; }
+  std::string sourceOf(const std::string &nic) const {
+    return nic == nicA() ? "10.201.1.10" : "10.201.1.11";
+  }
+
+  void enter() {
+    home_ = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(home_, 0);
+    const std::string path = "/var/run/netns/" + ns();
+    const int target = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(target, 0) << path;
+    ASSERT_EQ(setns(target, CLONE_NEWNET), 0) << "setns " << path;
+    close(target);
+  }
+
+  void leave() {
+    if (home_ >= 0) {
+      EXPECT_EQ(setns(home_, CLONE_NEWNET), 0);
+      close(home_);
+      home_ = -1;
+    }
+  }
+
+  std::vector<Binding> bindings() const {
+    std::vector<Binding> out;
+    for (const auto &nic : {nicA(), nicB()}) {
+      Binding b;
+      b.nic = nic;
+      b.portal = kPortal;
+      b.origins = {"test"};
+      out.push_back(b);
+    }
+    return out;
+  }
+
+  /// The library, from inside the namespace.
+  std::vector<Finding> analyseInside(NetworkSnapshot *snapshotOut = nullptr) {
+    enter();
+    const auto b = bindings();
+    const NetworkSnapshot snapshot = NetworkChecker().snapshot(b);
+    leave();
+    if (snapshotOut != nullptr) {
+      *snapshotOut = snapshot;
+    }
+    return analyse(snapshot, b);
+  }
+
+  /// The kernel's own answer for traffic from @p source, as `ip route get`.
+  std::string kernelEgress(const std::string &source) const {
+    const CommandResult r =
+        run(fmt::format("ip -n {} -o route get {} from {}", ns(), kPortal.address, source));
+    std::smatch m;
+    if (r.status != 0 || !std::regex_search(r.out, m, std::regex(R"(\bdev (\S+))"))) {
+      return "(ip route get failed: " + r.out + ")";
+    }
+    return m[1];
+  }
+
+  CommandResult doctor(const std::string &args) const {
+    return run(fmt::format(
+        "ip netns exec {} {} doctor --iscsi-dir {} --nic {} --nic {} --portal {} {}", ns(),
+        ctlBinary(), (work_ / "iscsi").string(), nicA(), nicB(), kPortal.address, args));
+  }
+
+  std::string tag_;
+  std::filesystem::path work_;
+  bool fixtureUp_ = true;
+  int home_ = -1;
+};
+
+TEST_F(NetcheckNetns, TwoNicsOnOneSubnetNameTheNicTheTrafficReallyLeavesBy) {
+  const auto findings = analyseInside();
+  // Exactly one of the two NICs' source addresses leaves by the other NIC:
+  // the one whose route the main table does not list first.
+  std::string misrouted;
+  std::string egress;
+  for (const auto &nic : {nicA(), nicB()}) {
+    const std::string real = kernelEgress(sourceOf(nic));
+    if (real != nic) {
+      misrouted = nic;
+      egress = real;
+    }
+  }
+  ASSERT_FALSE(misrouted.empty()) << "the kernel routed both correctly; the fixture is wrong";
+  const Finding *f = find(findings, "unbound-egress");
+  ASSERT_NE(f, nullptr) << ::testing::PrintToString(ids(findings));
+  EXPECT_EQ(f->summary, "traffic bound to " + misrouted + " leaves via " + egress);
+  EXPECT_THAT(f->nics, ElementsAre(misrouted, egress));
+  EXPECT_THAT(f->portals, ElementsAre("10.201.1.20:3260"));
+  EXPECT_THAT(ids(findings), UnorderedElementsAre("unbound-egress", "shared-subnet", "arp-flux"));
+}
+
+TEST_F(NetcheckNetns, DoctorReportsTheSameAsJsonWithExitStatusThree) {
+  const std::string misrouted = kernelEgress("10.201.1.11") == nicB() ? nicA() : nicB();
+  const CommandResult r = doctor("--json");
+  ASSERT_EQ(r.status, 3) << r.out;
+  const auto document = nlohmann::json::parse(r.out);
+  std::vector<std::string> found;
+  for (const auto &finding : document["findings"]) {
+    found.push_back(finding["id"]);
+    if (finding["id"] == "unbound-egress") {
+      EXPECT_EQ(finding["nics"][0], misrouted);
+      EXPECT_EQ(finding["severity"], "warning");
+    }
+  }
+  EXPECT_THAT(found, UnorderedElementsAre("unbound-egress", "shared-subnet", "arp-flux"));
+  ASSERT_EQ(document["nics"].size(), 2U);
+  // ip netns exec remounts /sys, so the namespace's veths are found there.
+  EXPECT_EQ(document["nics"][0]["operstate"], "up");
+  EXPECT_EQ(document["worst"], "warning");
+}
+
+TEST_F(NetcheckNetns, TheFixScriptMakesTheFindingsGoAndRunsTwice) {
+  const CommandResult script = doctor("--fix-script");
+  ASSERT_EQ(script.status, 3) << script.out;
+  EXPECT_THAT(script.out, HasSubstr("ip rule add from "));
+  const auto file = work_ / "fix.sh";
+  std::ofstream(file) << script.out;
+  for (int round = 0; round < 2; ++round) {
+    const CommandResult applied =
+        run(fmt::format("ip netns exec {} sh {} 2>&1", ns(), file.string()));
+    ASSERT_EQ(applied.status, 0) << "round " << round << ": " << applied.out;
+  }
+  const CommandResult rules = run(fmt::format("ip -n {} rule show", ns()));
+  EXPECT_EQ(std::count(rules.out.begin(), rules.out.end(), '\n'), 5) << rules.out;
+
+  EXPECT_THAT(ids(analyseInside()), IsEmpty());
+  EXPECT_EQ(kernelEgress("10.201.1.10"), nicA());
+  EXPECT_EQ(kernelEgress("10.201.1.11"), nicB());
+  const CommandResult after = doctor("");
+  EXPECT_EQ(after.status, 0) << after.out;
+  EXPECT_THAT(after.out, HasSubstr("Findings: 0 "));
+}
+
+TEST_F(NetcheckNetns, StrictRpFilterGivesAFinding) {
+  ASSERT_EQ(
+      run(fmt::format("ip netns exec {} sysctl -qw net.ipv4.conf.all.rp_filter=1", ns())).status,
+      0);
+  const std::string misrouted = kernelEgress("10.201.1.11") == nicB() ? nicA() : nicB();
+  NetworkSnapshot snapshot;
+  const auto findings = analyseInside(&snapshot);
+  EXPECT_EQ(snapshot.all.rpFilter, 1) << "read from the namespace's /proc/sys/net";
+  const Finding *f = find(findings, "rp-filter");
+  ASSERT_NE(f, nullptr) << ::testing::PrintToString(ids(findings));
+  EXPECT_EQ(f->severity, Severity::Error);
+  EXPECT_THAT(f->nics, ElementsAre(misrouted));
+
+  const CommandResult r = doctor("--json");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_THAT(r.out, HasSubstr("\"rp-filter\""));
+}
+
+TEST_F(NetcheckNetns, ANicWithoutCarrierIsDown) {
+  ASSERT_EQ(run(fmt::format("ip -n pknp-{} link set pknpb-{} down", tag_, tag_)).status, 0);
+  // The kernel updates operstate from the carrier asynchronously.
+  std::vector<Finding> findings;
+  for (int i = 0; i < 30; ++i) {
+    findings = analyseInside();
+    if (find(findings, "link-down") != nullptr) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const Finding *f = find(findings, "link-down");
+  ASSERT_NE(f, nullptr) << ::testing::PrintToString(ids(findings));
+  EXPECT_THAT(f->nics, ElementsAre(nicB()));
+}
+
+} // namespace
+} // namespace pathkeeper::daemon
