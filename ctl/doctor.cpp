@@ -247,7 +247,9 @@ std::string doctorToText(const DoctorReport &report) {
   out += fmt::format("\nFindings: {} ({} error, {} warning, {} info)\n", report.findings.size(),
                      counts[2], counts[1], counts[0]);
   if (report.findings.empty()) {
-    out += "No findings: the network is set up for per-NIC iSCSI binding.\n";
+    out += report.bindings.empty()
+               ? "No findings.\n"
+               : "No findings: the network is set up for per-NIC iSCSI binding.\n";
   }
   for (const auto &finding : report.findings) {
     out += fmt::format("\n[{}] {}: {}\n", daemon::toString(finding.severity), finding.id,
