@@ -215,6 +215,59 @@ TEST_F(NetcheckNetns, TwoNicsOnOneSubnetNameTheNicTheTrafficReallyLeavesBy) {
   EXPECT_THAT(ids(findings), UnorderedElementsAre("unbound-egress", "shared-subnet", "arp-flux"));
 }
 
+TEST_F(NetcheckNetns, SessionBoundByAddressOnlyLeavingByTheOtherNicIsAnError) {
+  std::string misrouted = nicA();
+  if (kernelEgress(sourceOf(nicA())) == nicA()) {
+    misrouted = nicB();
+  }
+  const std::string egress = kernelEgress(sourceOf(misrouted));
+  ASSERT_NE(egress, misrouted);
+  Binding byAddress;
+  byAddress.source = sourceOf(misrouted);
+  byAddress.boundByDevice = false;
+  byAddress.portal = kPortal;
+  enter();
+  const std::vector<Binding> bindings{byAddress};
+  const NetworkSnapshot snapshot = NetworkChecker().snapshot(bindings);
+  leave();
+  const auto findings = analyse(snapshot, bindings);
+  ASSERT_FALSE(findings.empty());
+  EXPECT_EQ(findings.front().id, "wrong-egress") << ::testing::PrintToString(ids(findings));
+  EXPECT_EQ(findings.front().severity, Severity::Error);
+  EXPECT_EQ(findings.front().summary, "traffic bound to " + misrouted + " leaves via " + egress);
+}
+
+TEST_F(NetcheckNetns, DoctorWithoutOptionsChecksOpenIscsisRecords) {
+  const std::string misrouted = kernelEgress("10.201.1.11") == nicB() ? nicA() : nicB();
+  const auto iscsi = work_ / "iscsi";
+  std::filesystem::create_directories(iscsi / "ifaces");
+  for (const auto &nic : {nicA(), nicB()}) {
+    std::ofstream(iscsi / "ifaces" / ("if-" + nic))
+        << "iface.iscsi_ifacename = if-" << nic << "\niface.net_ifacename = " << nic
+        << "\niface.transport_name = tcp\n";
+    const auto node = iscsi / "nodes/iqn.2024-01.org.pathkeeper.test:upper/10.201.1.20,3260,1";
+    std::filesystem::create_directories(node);
+    std::ofstream(node / ("if-" + nic)) << "node.conn[0].address = 10.201.1.20\n"
+                                        << "node.conn[0].port = 3260\n"
+                                        << "iface.iscsi_ifacename = if-" << nic << "\n";
+  }
+  const CommandResult r = run(fmt::format("ip netns exec {} {} doctor --iscsi-dir {} --json", ns(),
+                                          ctlBinary(), iscsi.string()));
+  ASSERT_EQ(r.status, 3) << r.out;
+  const auto document = nlohmann::json::parse(r.out);
+  ASSERT_EQ(document["bindings"].size(), 2U) << r.out;
+  EXPECT_EQ(document["bindings"][0]["origins"][0],
+            "node iqn.2024-01.org.pathkeeper.test:upper via iface if-" + nicA());
+  bool egressFound = false;
+  for (const auto &finding : document["findings"]) {
+    if (finding["id"] == "unbound-egress") {
+      egressFound = true;
+      EXPECT_EQ(finding["nics"][0], misrouted);
+    }
+  }
+  EXPECT_TRUE(egressFound) << r.out;
+}
+
 TEST_F(NetcheckNetns, DoctorReportsTheSameAsJsonWithExitStatusThree) {
   const std::string misrouted = kernelEgress("10.201.1.11") == nicB() ? nicA() : nicB();
   const CommandResult r = doctor("--json");
