@@ -49,4 +49,10 @@ scenario_run() {
     lab_check "$((SC_TGTS * SC_LUNS)) WWIDs with $SC_HOSTS paths each" \
         test "$w/$(cat /sys/block/sd*/device/wwid | sort | uniq -c | awk '{print $1}' | sort -u | xargs)" = \
         "$((SC_TGTS * SC_LUNS))/$SC_HOSTS"
+    local a
+    for a; do
+        case $a in
+        bench) bench_scale "$(sc_arg daemon "" "$@")" "$(sc_arg runs 3 "$@")" ;;
+        esac
+    done
 }

@@ -109,6 +109,7 @@ scenario_run() {
         companion) pd_companion "$(xs_arg daemon "" "$@")" ;;
         daemon-demo) pd_demo "$(xs_arg daemon "" "$@")" ;;
         dmadapter) source "$LAB_DIR/guest/dm_adapter.sh" && dma_run "$(xs_arg tool "" "$@")" ;;
+        bench) bench_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" ;;
         esac
     done
 }
