@@ -1,0 +1,391 @@
+#include "publisher.hpp"
+
+#include "bus_names.hpp"
+#include "method_checks.hpp"
+#include "snapshot_diff.hpp"
+
+#include <chrono>
+#include <exception>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
+#include <sdbus-c++/sdbus-c++.h>
+
+#include "pathkeeper1_adaptor.h"
+
+namespace pathkeeper::dbus {
+namespace {
+
+namespace gen = org::pathkeeper::PathKeeper1;
+using daemon::MapView;
+using daemon::PathView;
+using daemon::PortalView;
+using daemon::StateSnapshot;
+using GroupsValue =
+    std::vector<sdbus::Struct<std::uint32_t, std::int32_t, std::vector<std::string>>>;
+
+// How long polkit may take: interactive authentication waits for a person.
+constexpr auto kPolkitTimeout = std::chrono::minutes(2);
+constexpr std::uint32_t kPolkitAllowUserInteraction = 1;
+
+class MapObject final
+    : public sdbus::AdaptorInterfaces<gen::Map_adaptor, sdbus::ManagedObject_adaptor,
+                                      sdbus::Properties_adaptor> {
+public:
+  MapObject(sdbus::IConnection &connection, MapView view)
+      : AdaptorInterfaces(connection, objectPathOf(ObjectKind::Map, view.alias)),
+        view_(std::move(view)) {
+    registerAdaptor();
+  }
+  ~MapObject() { unregisterAdaptor(); }
+  MapObject(const MapObject &) = delete;
+  MapObject &operator=(const MapObject &) = delete;
+
+  void set(const MapView &view) { view_ = view; }
+
+private:
+  std::string Alias() override { return view_.alias; }
+  std::string Wwid() override { return view_.wwid; }
+  std::string DmUuid() override { return view_.dmUuid; }
+  std::string Selector() override { return view_.selector; }
+  std::string State() override { return view_.state; }
+  std::uint32_t ActiveGroup() override { return view_.activeGroup; }
+  std::uint32_t UsablePaths() override { return view_.usablePaths; }
+  std::uint32_t TotalPaths() override { return view_.totalPaths; }
+  bool Queueing() override { return view_.queueing; }
+  GroupsValue Groups() override {
+    GroupsValue groups;
+    for (const auto &group : view_.groups) {
+      groups.emplace_back(group.number, group.priority, group.paths);
+    }
+    return groups;
+  }
+
+  MapView view_;
+};
+
+class PathObject final
+    : public sdbus::AdaptorInterfaces<gen::Path_adaptor, sdbus::ManagedObject_adaptor,
+                                      sdbus::Properties_adaptor> {
+public:
+  PathObject(sdbus::IConnection &connection, PathView view)
+      : AdaptorInterfaces(connection, objectPathOf(ObjectKind::Path, view.device)),
+        view_(std::move(view)) {
+    registerAdaptor();
+  }
+  ~PathObject() { unregisterAdaptor(); }
+  PathObject(const PathObject &) = delete;
+  PathObject &operator=(const PathObject &) = delete;
+
+  void set(const PathView &view) { view_ = view; }
+
+private:
+  std::string Device() override { return view_.device; }
+  std::string DevT() override { return view_.devt; }
+  std::string Map() override { return view_.map; }
+  std::string State() override { return view_.state; }
+  std::string DmState() override { return view_.dmState; }
+  std::string Checker() override { return view_.checker; }
+  std::uint64_t Failures() override { return view_.failures; }
+  bool Shaky() override { return view_.shaky; }
+  std::int64_t LatencyUs() override { return view_.latencyUs; }
+  std::string Alua() override { return view_.alua; }
+  std::string Wwid() override { return view_.wwid; }
+  std::string Target() override { return view_.target; }
+  std::string Portal() override { return view_.portal; }
+  std::string NetDev() override { return view_.netdev; }
+  std::string Controller() override { return view_.controller; }
+  std::int32_t SessionId() override { return view_.sessionId; }
+  std::string Note() override { return view_.note; }
+
+  PathView view_;
+};
+
+class PortalObject final
+    : public sdbus::AdaptorInterfaces<gen::Portal_adaptor, sdbus::ManagedObject_adaptor,
+                                      sdbus::Properties_adaptor> {
+public:
+  PortalObject(sdbus::IConnection &connection, PortalView view)
+      : AdaptorInterfaces(connection, objectPathOf(ObjectKind::Portal, portalKey(view))),
+        view_(std::move(view)) {
+    registerAdaptor();
+  }
+  ~PortalObject() { unregisterAdaptor(); }
+  PortalObject(const PortalObject &) = delete;
+  PortalObject &operator=(const PortalObject &) = delete;
+
+  void set(const PortalView &view) { view_ = view; }
+
+private:
+  std::string Address() override { return view_.address; }
+  std::uint16_t Port() override { return view_.port; }
+  std::map<std::string, std::string> Reachability() override { return view_.reachability; }
+
+  PortalView view_;
+};
+
+// The root object: Manager properties and methods, and the ObjectManager.
+class ManagerObject final
+    : public sdbus::AdaptorInterfaces<gen::Manager_adaptor, sdbus::ObjectManager_adaptor,
+                                      sdbus::Properties_adaptor> {
+public:
+  ManagerObject(sdbus::IConnection &connection, const StateSnapshot &current,
+                daemon::Commands &commands, Authorizer &authorizer)
+      : AdaptorInterfaces(connection, kRootPath), current_(current), commands_(commands),
+        authorizer_(authorizer) {
+    registerAdaptor();
+  }
+  ~ManagerObject() { unregisterAdaptor(); }
+  ManagerObject(const ManagerObject &) = delete;
+  ManagerObject &operator=(const ManagerObject &) = delete;
+
+private:
+  using Check = std::function<std::optional<MethodError>()>;
+  using Run = std::function<Expected<void>()>;
+
+  std::string Version() override { return current_.version; }
+  std::string Mode() override { return current_.mode; }
+  std::string Status() override { return current_.status; }
+
+  void Reconfigure(sdbus::Result<> &&result) override {
+    guarded(std::move(result), "Reconfigure", nullptr, [this] { return commands_.reconfigure(); });
+  }
+  void FailPath(sdbus::Result<> &&result, std::string device) override {
+    guarded(
+        std::move(result), "FailPath", [this, device] { return checkPathExists(current_, device); },
+        [this, device] { return commands_.failPath(device); });
+  }
+  void ReinstatePath(sdbus::Result<> &&result, std::string device) override {
+    guarded(
+        std::move(result), "ReinstatePath",
+        [this, device] { return checkPathExists(current_, device); },
+        [this, device] { return commands_.reinstatePath(device); });
+  }
+  void SwitchGroup(sdbus::Result<> &&result, std::string map, std::uint32_t group) override {
+    guarded(
+        std::move(result), "SwitchGroup",
+        [this, map, group] { return checkGroup(current_, map, group); },
+        [this, map, group] { return commands_.switchGroup(map, group); });
+  }
+  void SetSelector(sdbus::Result<> &&result, std::string map, std::string selector) override {
+    guarded(
+        std::move(result), "SetSelector",
+        [this, map, selector] { return checkSelector(current_, map, selector); },
+        [this, map, selector] { return commands_.setSelector(map, selector); });
+  }
+  void Rescan(sdbus::Result<> &&result) override {
+    guarded(std::move(result), "Rescan", nullptr, [this] { return commands_.rescan(); });
+  }
+
+  // Authorization may answer later (polkit); the arguments are checked
+  // against the state published by then, and the command runs on the loop.
+  void guarded(sdbus::Result<> &&result, const std::string &method, Check check, Run run) {
+    auto reply = std::make_shared<sdbus::Result<>>(std::move(result));
+    const sdbus::Message *call = getObject().getCurrentlyProcessedMessage();
+    const std::string sender = call != nullptr ? call->getSender() : std::string{};
+    std::weak_ptr<int> alive = alive_;
+    authorizer_.authorize(
+        sender, method, [this, alive, reply, method, check, run](Expected<void> allowed) {
+          if (alive.expired()) {
+            reply->returnError(sdbus::Error(kErrorFailed, "pathkeeperd is shutting down"));
+            return;
+          }
+          if (!allowed) {
+            reply->returnError(sdbus::Error(kErrorAccessDenied, allowed.error()));
+            return;
+          }
+          try {
+            if (check) {
+              if (auto error = check()) {
+                reply->returnError(sdbus::Error(error->name, error->message));
+                return;
+              }
+            }
+            if (auto done = run(); !done) {
+              auto error = commandFailed(method, done.error());
+              reply->returnError(sdbus::Error(error.name, error.message));
+              return;
+            }
+          } catch (const std::exception &error) {
+            // A throwing command must not unwind through sd-bus's C frames.
+            auto failed = commandFailed(method, error.what());
+            reply->returnError(sdbus::Error(failed.name, failed.message));
+            return;
+          }
+          reply->returnResults();
+        });
+  }
+
+  const StateSnapshot &current_;
+  daemon::Commands &commands_;
+  Authorizer &authorizer_;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+bool isServiceMissing(const sdbus::Error &error) {
+  return error.getName() == "org.freedesktop.DBus.Error.ServiceUnknown" ||
+         error.getName() == "org.freedesktop.DBus.Error.NameHasNoOwner";
+}
+
+template <typename Key, typename View>
+std::map<Key, const View *> byKey(const std::vector<View> &views, auto keyOf) {
+  std::map<Key, const View *> index;
+  for (const auto &view : views) {
+    index.emplace(keyOf(view), &view);
+  }
+  return index;
+}
+
+} // namespace
+
+struct BusAuthorizer::Proxies {
+  std::unique_ptr<sdbus::IProxy> bus;
+  std::unique_ptr<sdbus::IProxy> polkit;
+};
+
+BusAuthorizer::BusAuthorizer(sdbus::IConnection &connection)
+    : proxies_(std::make_unique<Proxies>(
+          Proxies{sdbus::createProxy(connection, "org.freedesktop.DBus", "/org/freedesktop/DBus"),
+                  sdbus::createProxy(connection, "org.freedesktop.PolicyKit1",
+                                     "/org/freedesktop/PolicyKit1/Authority")})) {}
+
+BusAuthorizer::~BusAuthorizer() = default;
+
+void BusAuthorizer::authorize(const std::string &sender, const std::string &method, Done done) {
+  if (sender.empty()) {
+    done(fail(fmt::format("{} needs root: the caller has no bus name", method)));
+    return;
+  }
+  proxies_->bus->callMethodAsync("GetConnectionUnixUser")
+      .onInterface("org.freedesktop.DBus")
+      .withArguments(sender)
+      .uponReplyInvoke([this, sender, method, done](const sdbus::Error *error, std::uint32_t uid) {
+        if (error != nullptr) {
+          done(fail(fmt::format("cannot tell who called {}: {}", method, error->getMessage())));
+          return;
+        }
+        if (uid == 0) {
+          done({});
+          return;
+        }
+        using Subject = sdbus::Struct<std::string, std::map<std::string, sdbus::Variant>>;
+        Subject subject{"system-bus-name", {{"name", sdbus::Variant(sender)}}};
+        proxies_->polkit->callMethodAsync("CheckAuthorization")
+            .onInterface("org.freedesktop.PolicyKit1.Authority")
+            .withTimeout(kPolkitTimeout)
+            .withArguments(subject, std::string{kManageAction},
+                           std::map<std::string, std::string>{}, kPolkitAllowUserInteraction,
+                           std::string{})
+            .uponReplyInvoke(
+                [method, uid,
+                 done](const sdbus::Error *polkitError,
+                       sdbus::Struct<bool, bool, std::map<std::string, std::string>> result) {
+                  if (polkitError != nullptr) {
+                    done(fail(isServiceMissing(*polkitError)
+                                  ? fmt::format("{} needs root or the polkit action {}, and "
+                                                "polkit is not running (no "
+                                                "org.freedesktop.PolicyKit1 on the bus)",
+                                                method, kManageAction)
+                                  : fmt::format("{} needs root or the polkit action {}; polkit "
+                                                "could not decide: {}",
+                                                method, kManageAction, polkitError->getMessage())));
+                    return;
+                  }
+                  if (std::get<0>(result)) {
+                    done({});
+                    return;
+                  }
+                  done(fail(std::get<1>(result)
+                                ? fmt::format("{} needs authentication for {}; run it as root or "
+                                              "from a session with a polkit agent",
+                                              method, kManageAction)
+                                : fmt::format("uid {} may not call {}: it needs root or the "
+                                              "polkit action {}",
+                                              uid, method, kManageAction)));
+                });
+      });
+}
+
+struct DbusPublisher::Tree {
+  Tree(sdbus::IConnection &bus, daemon::Commands &commands, Authorizer &authorizer)
+      : connection(bus), manager(bus, current, commands, authorizer) {}
+
+  sdbus::IConnection &connection;
+  StateSnapshot current;
+  ManagerObject manager;
+  std::map<std::string, std::unique_ptr<MapObject>> maps;
+  std::map<std::string, std::unique_ptr<PathObject>> paths;
+  std::map<std::string, std::unique_ptr<PortalObject>> portals;
+};
+
+DbusPublisher::DbusPublisher(sdbus::IConnection &connection, daemon::Commands &commands,
+                             Authorizer &authorizer)
+    : tree_(std::make_unique<Tree>(connection, commands, authorizer)) {}
+
+DbusPublisher::~DbusPublisher() = default;
+
+const StateSnapshot &DbusPublisher::published() const {
+  return tree_->current;
+}
+
+namespace {
+
+// Carries one kind's changes out on its objects.
+template <typename Object, typename View>
+void apply(sdbus::IConnection &connection, const ObjectChange &change,
+           std::map<std::string, std::unique_ptr<Object>> &objects,
+           const std::map<std::string, const View *> &views) {
+  const char *interface = interfaceOf(change.kind);
+  switch (change.type) {
+  case ObjectChange::Type::Removed:
+    if (auto it = objects.find(change.key); it != objects.end()) {
+      it->second->emitInterfacesRemovedSignal({interface});
+      objects.erase(it);
+    }
+    break;
+  case ObjectChange::Type::Added: {
+    auto object = std::make_unique<Object>(connection, *views.at(change.key));
+    object->emitInterfacesAddedSignal({interface});
+    objects[change.key] = std::move(object);
+    break;
+  }
+  case ObjectChange::Type::PropertiesChanged:
+    if (auto it = objects.find(change.key); it != objects.end()) {
+      it->second->set(*views.at(change.key));
+      it->second->emitPropertiesChangedSignal(interface, change.properties);
+    }
+    break;
+  }
+}
+
+} // namespace
+
+void DbusPublisher::publish(const StateSnapshot &snapshot) {
+  auto changes = diffSnapshots(tree_->current, snapshot);
+  tree_->current = snapshot;
+  const auto &now = tree_->current;
+  const auto maps = byKey<std::string>(now.maps, [](const MapView &v) { return v.alias; });
+  const auto paths = byKey<std::string>(now.paths, [](const PathView &v) { return v.device; });
+  const auto portals =
+      byKey<std::string>(now.portals, [](const PortalView &v) { return portalKey(v); });
+  for (const auto &change : changes) {
+    switch (change.kind) {
+    case ObjectKind::Map:
+      apply(tree_->connection, change, tree_->maps, maps);
+      break;
+    case ObjectKind::Path:
+      apply(tree_->connection, change, tree_->paths, paths);
+      break;
+    case ObjectKind::Portal:
+      apply(tree_->connection, change, tree_->portals, portals);
+      break;
+    case ObjectKind::Manager:
+      tree_->manager.emitPropertiesChangedSignal(kManagerInterface, change.properties);
+      break;
+    }
+  }
+}
+
+} // namespace pathkeeper::dbus

@@ -1,0 +1,81 @@
+#pragma once
+
+// Publishes pathkeeperd's state on D-Bus and routes the Manager's methods to
+// the daemon's Commands. Everything runs on the thread that processes the
+// connection (the daemon's sd-event loop, see bus_loop.hpp): publish() emits
+// signals there and method handlers call Commands there.
+
+#include "state_model.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace sdbus {
+class IConnection;
+}
+
+namespace pathkeeper::dbus {
+
+/// @brief Decides whether a bus peer may call a mutating method.
+class Authorizer {
+public:
+  /// @brief Receives nothing when allowed, else the reason for AccessDenied.
+  using Done = std::function<void(Expected<void>)>;
+
+  Authorizer() = default;
+  Authorizer(const Authorizer &) = delete;
+  Authorizer &operator=(const Authorizer &) = delete;
+  virtual ~Authorizer() = default;
+
+  /// @brief Checks the unique bus name @p sender for @p method; calls @p done
+  /// exactly once, possibly later, from the loop thread.
+  virtual void authorize(const std::string &sender, const std::string &method, Done done) = 0;
+};
+
+/// @brief Root is allowed; any other uid needs polkit's yes for
+/// org.pathkeeper.PathKeeper1.manage (interactive authentication allowed).
+/// Both questions go over the bus, asynchronously: the bus daemon vouches for
+/// the caller's uid (GetConnectionUnixUser), and polkit is asked with the
+/// caller's unique name as subject (system-bus-name), so a caller cannot
+/// claim someone else's identity. Without polkit on the bus, non-root callers
+/// are denied.
+class BusAuthorizer final : public Authorizer {
+public:
+  /// @brief @p connection must outlive this object.
+  explicit BusAuthorizer(sdbus::IConnection &connection);
+  ~BusAuthorizer() override;
+  void authorize(const std::string &sender, const std::string &method, Done done) override;
+
+private:
+  struct Proxies;
+  std::unique_ptr<Proxies> proxies_;
+};
+
+/// @brief The object tree under /org/pathkeeper/PathKeeper1 and its signals.
+/// Move-only in spirit: it registers objects on the connection, so it is
+/// neither copyable nor movable; hold it in a unique_ptr if it must move.
+class DbusPublisher {
+public:
+  /// @brief Registers the Manager and the ObjectManager at kRootPath on
+  /// @p connection, with the empty snapshot. @p connection, @p commands and
+  /// @p authorizer must outlive the publisher. The caller requests the bus name.
+  DbusPublisher(sdbus::IConnection &connection, daemon::Commands &commands, Authorizer &authorizer);
+  ~DbusPublisher();
+  DbusPublisher(const DbusPublisher &) = delete;
+  DbusPublisher &operator=(const DbusPublisher &) = delete;
+
+  /// @brief Makes @p snapshot the published state: adds and removes objects
+  /// (InterfacesAdded/InterfacesRemoved) and emits PropertiesChanged for the
+  /// properties whose value changed. Call it on the loop thread only.
+  void publish(const daemon::StateSnapshot &snapshot);
+
+  /// @brief The state last published.
+  [[nodiscard]] const daemon::StateSnapshot &published() const;
+
+private:
+  struct Tree;
+  std::unique_ptr<Tree> tree_;
+};
+
+} // namespace pathkeeper::dbus
