@@ -4,6 +4,7 @@
 // SendTargets from each NIC and reports the paths the kernel lacks.
 
 #include "config_files.hpp"
+#include "dbus_client_commands.hpp"
 #include "discover.hpp"
 #include "doctor.hpp"
 #include "inventory_file.hpp"
@@ -36,6 +37,9 @@ Commands:
   doctor    Check the network for per-NIC iSCSI binding (egress NIC, source
             address, shared subnets, ARP flux, rp_filter, bonds, link, MTU) and
             print each finding with its fix; needs no daemon
+  status, watch, fail-path, reinstate-path, switch-group, set-selector,
+  reconfigure, rescan
+            Show or change pathkeeperd's state over D-Bus (see D-Bus commands)
   version   Print the version
   help      Print this help
 
@@ -310,12 +314,15 @@ int main(int argc, char **argv) {
   }
   const std::string command = args[i++];
   if (command == "help" || command == "--help" || command == "-h") {
-    std::cout << kUsage;
+    std::cout << kUsage << "\n" << ctl::kDbusCommandsUsage;
     return 0;
   }
   if (command == "version" || command == "--version") {
     std::cout << "pathkeeperctl " PATHKEEPER_VERSION "\n";
     return 0;
+  }
+  if (ctl::isDbusCommand(command)) {
+    return ctl::runDbusCommand(command, args, i);
   }
   if (command == "discover") {
     return parseDiscover(args, i);

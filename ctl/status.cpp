@@ -1,0 +1,260 @@
+#include "status.hpp"
+
+#include "bus_names.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+namespace pathkeeper::ctl {
+namespace {
+
+const char *colourOf(const std::string &state) {
+  if (state == "up" || state == "active" || state == "ok" || state == "reachable") {
+    return "\033[32m"; // green
+  }
+  if (state == "down" || state == "failed" || state.starts_with("unreachable")) {
+    return "\033[31m"; // red
+  }
+  if (state == "shaky" || state == "degraded" || state == "pending" || state == "ghost") {
+    return "\033[33m"; // yellow
+  }
+  return "";
+}
+
+std::string paint(const std::string &text, bool colour) {
+  const char *code = colour ? colourOf(text) : "";
+  if (*code == '\0') {
+    return text;
+  }
+  return fmt::format("{}{}\033[0m", code, text);
+}
+
+std::string latency(std::int64_t us) {
+  if (us < 0) {
+    return "-";
+  }
+  if (us < 1000) {
+    return fmt::format("{}us", us);
+  }
+  return fmt::format("{:.1f}ms", static_cast<double>(us) / 1000.0);
+}
+
+std::string pathLine(const daemon::PathView &path, bool colour) {
+  std::string line = fmt::format(
+      "{} {} {} {} ctrl={} {} -> {}", path.device, path.devt, paint(path.state, colour),
+      paint(path.dmState, colour), path.controller.empty() ? "-" : path.controller,
+      path.netdev.empty() ? "(routed)" : path.netdev, path.portal.empty() ? "-" : path.portal);
+  if (!path.alua.empty()) {
+    line += " alua=" + path.alua;
+  }
+  line += " latency=" + latency(path.latencyUs);
+  if (path.failures > 0) {
+    line += fmt::format(" failures={}", path.failures);
+  }
+  if (path.shaky) {
+    line += " " + paint("shaky", colour);
+  }
+  if (!path.note.empty()) {
+    line += " (" + path.note + ")";
+  }
+  return line;
+}
+
+std::string kindOf(const std::string &objectPath) {
+  const std::string root = std::string(dbus::kRootPath) + "/";
+  if (!objectPath.starts_with(root)) {
+    return objectPath == dbus::kRootPath ? "manager" : objectPath;
+  }
+  const std::string rest = objectPath.substr(root.size());
+  const auto slash = rest.find('/');
+  if (slash == std::string::npos) {
+    return rest;
+  }
+  std::string kind = rest.substr(0, slash); // "maps" -> "map"
+  if (kind.ends_with('s')) {
+    kind.pop_back();
+  }
+  auto key = dbus::unescapePathLabel(rest.substr(slash + 1));
+  return fmt::format("{} {}", kind, key ? *key : rest.substr(slash + 1));
+}
+
+nlohmann::json variantToJson(const sdbus::Variant &value) {
+  const std::string type = value.peekValueType();
+  if (type == "s") {
+    return value.get<std::string>();
+  }
+  if (type == "b") {
+    return value.get<bool>();
+  }
+  if (type == "u") {
+    return value.get<std::uint32_t>();
+  }
+  if (type == "t") {
+    return value.get<std::uint64_t>();
+  }
+  if (type == "x") {
+    return value.get<std::int64_t>();
+  }
+  if (type == "i") {
+    return value.get<std::int32_t>();
+  }
+  if (type == "q") {
+    return value.get<std::uint16_t>();
+  }
+  if (type == "a{ss}") {
+    return value.get<std::map<std::string, std::string>>();
+  }
+  return variantToText(value);
+}
+
+} // namespace
+
+std::string statusToText(const daemon::StateSnapshot &snapshot, bool colour) {
+  std::string out = fmt::format("pathkeeperd {} ({} mode): {}\n", snapshot.version,
+                                snapshot.mode.empty() ? "unknown" : snapshot.mode, snapshot.status);
+  std::map<std::string, const daemon::PathView *> paths;
+  for (const auto &path : snapshot.paths) {
+    paths.emplace(path.device, &path);
+  }
+  for (const auto &map : snapshot.maps) {
+    out += fmt::format("{} ({}) {} selector={} paths={}/{}{}\n", map.alias, map.wwid,
+                       paint(map.state, colour), map.selector, map.usablePaths, map.totalPaths,
+                       map.queueing ? " queueing" : "");
+    for (std::size_t g = 0; g < map.groups.size(); ++g) {
+      const auto &group = map.groups[g];
+      const bool lastGroup = g + 1 == map.groups.size();
+      out += fmt::format("{}-+- group {} prio={}{}\n", lastGroup ? "`" : "|", group.number,
+                         group.priority, group.number == map.activeGroup ? " active" : "");
+      for (std::size_t p = 0; p < group.paths.size(); ++p) {
+        const bool lastPath = p + 1 == group.paths.size();
+        auto it = paths.find(group.paths[p]);
+        out += fmt::format("{}  {}- {}\n", lastGroup ? " " : "|", lastPath ? "`" : "|",
+                           it == paths.end() ? group.paths[p] + " (not published)"
+                                             : pathLine(*it->second, colour));
+      }
+    }
+  }
+  std::vector<const daemon::PathView *> loose;
+  for (const auto &path : snapshot.paths) {
+    if (path.map.empty()) {
+      loose.push_back(&path);
+    }
+  }
+  if (!loose.empty()) {
+    out += "paths in no map:\n";
+    for (const auto *path : loose) {
+      out += "  " + pathLine(*path, colour) + "\n";
+    }
+  }
+  if (!snapshot.portals.empty()) {
+    out += "portals:\n";
+    for (const auto &portal : snapshot.portals) {
+      std::vector<std::string> nics;
+      for (const auto &[nic, verdict] : portal.reachability) {
+        nics.push_back(
+            fmt::format("{} {}", nic.empty() ? "(routed)" : nic, paint(verdict, colour)));
+      }
+      out += fmt::format("  {} {}\n", dbus::portalKey(portal),
+                         nics.empty() ? std::string("no NIC checked")
+                                      : fmt::format("{}", fmt::join(nics, ", ")));
+    }
+  }
+  return out;
+}
+
+std::string statusToJson(const daemon::StateSnapshot &snapshot) {
+  nlohmann::ordered_json json;
+  json["schema"] = 1;
+  json["version"] = snapshot.version;
+  json["mode"] = snapshot.mode;
+  json["status"] = snapshot.status;
+  json["maps"] = nlohmann::ordered_json::array();
+  for (const auto &map : snapshot.maps) {
+    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+    for (const auto &group : map.groups) {
+      groups.push_back(
+          {{"number", group.number}, {"priority", group.priority}, {"paths", group.paths}});
+    }
+    json["maps"].push_back({{"alias", map.alias},
+                            {"wwid", map.wwid},
+                            {"dm_uuid", map.dmUuid},
+                            {"selector", map.selector},
+                            {"state", map.state},
+                            {"active_group", map.activeGroup},
+                            {"usable_paths", map.usablePaths},
+                            {"total_paths", map.totalPaths},
+                            {"queueing", map.queueing},
+                            {"groups", groups}});
+  }
+  json["paths"] = nlohmann::ordered_json::array();
+  for (const auto &path : snapshot.paths) {
+    json["paths"].push_back({{"device", path.device},
+                             {"devt", path.devt},
+                             {"map", path.map},
+                             {"state", path.state},
+                             {"dm_state", path.dmState},
+                             {"checker", path.checker},
+                             {"failures", path.failures},
+                             {"shaky", path.shaky},
+                             {"latency_us", path.latencyUs},
+                             {"alua", path.alua},
+                             {"wwid", path.wwid},
+                             {"target", path.target},
+                             {"portal", path.portal},
+                             {"netdev", path.netdev},
+                             {"controller", path.controller},
+                             {"session_id", path.sessionId},
+                             {"note", path.note}});
+  }
+  json["portals"] = nlohmann::ordered_json::array();
+  for (const auto &portal : snapshot.portals) {
+    json["portals"].push_back({{"address", portal.address},
+                               {"port", portal.port},
+                               {"reachability", portal.reachability}});
+  }
+  return json.dump(2) + "\n";
+}
+
+std::string changeToText(const BusChange &change) {
+  const std::string what = kindOf(change.objectPath);
+  switch (change.type) {
+  case BusChange::Type::Added:
+    return fmt::format("+ {}", what);
+  case BusChange::Type::Removed:
+    return fmt::format("- {}", what);
+  case BusChange::Type::PropertiesChanged:
+    break;
+  }
+  std::vector<std::string> items;
+  for (const auto &[name, value] : change.properties) {
+    items.push_back(fmt::format("{}={}", name, variantToText(value)));
+  }
+  for (const auto &name : change.invalidated) {
+    items.push_back(name + " changed");
+  }
+  return fmt::format("{}: {}", what, fmt::join(items, " "));
+}
+
+std::string changeToJson(const BusChange &change) {
+  nlohmann::ordered_json json;
+  json["event"] = change.type == BusChange::Type::Added     ? "added"
+                  : change.type == BusChange::Type::Removed ? "removed"
+                                                            : "changed";
+  json["object"] = change.objectPath;
+  json["interface"] = change.interface;
+  nlohmann::ordered_json properties = nlohmann::ordered_json::object();
+  for (const auto &[name, value] : change.properties) {
+    properties[name] = variantToJson(value);
+  }
+  json["properties"] = properties;
+  if (!change.invalidated.empty()) {
+    json["invalidated"] = change.invalidated;
+  }
+  return json.dump();
+}
+
+} // namespace pathkeeper::ctl
