@@ -1,0 +1,159 @@
+#include "status.hpp"
+
+#include "bus_names.hpp"
+#include "dbus_client.hpp"
+#include "sample_state.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sdbus-c++/sdbus-c++.h>
+
+namespace pathkeeper::ctl {
+namespace {
+
+using dbus::sample::sampleSnapshot;
+
+TEST(DbusStatusText, ShowsMapsGroupsAndPathsLikeMultipathLl) {
+  const auto text = statusToText(sampleSnapshot(), false);
+  EXPECT_NE(text.find("pathkeeperd 0.1.0-test (owner mode): 3 maps, 6 paths, 0 degraded\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("xserve-lower (36000d31000aa000000000000000000b2) ok selector=round-robin "
+                      "paths=2/2\n"
+                      "|-+- group 1 prio=50 active\n"
+                      "|  `- sdd 8:48 up active ctrl=lower eth1 -> 10.10.1.20:3260,1 "
+                      "alua=active/optimized latency=253us failures=3\n"
+                      "`-+- group 2 prio=10\n"
+                      "   `- sde 8:64 up active ctrl=lower eth2 -> 10.10.1.21:3260,1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("paths in no map:\n  sdz 8:96 up none ctrl=- eth2 -> 10.10.1.21:3260,1 "
+                      "alua=active/optimized latency=- failures=6 (traffic bound to eth2 leaves "
+                      "via eth1)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  10.10.1.21:3260 eth1 reachable, eth2 unreachable: no route\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  [fd00::21]:3261 (routed) unknown\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find('\033'), std::string::npos);
+}
+
+TEST(DbusStatusText, ColoursStatesOnlyWhenAsked) {
+  auto s = sampleSnapshot();
+  s.paths[0].state = "down";
+  const auto text = statusToText(s, true);
+  EXPECT_NE(text.find("\033[31mdown\033[0m"), std::string::npos) << text;
+  EXPECT_NE(text.find("\033[32mup\033[0m"), std::string::npos) << text;
+}
+
+TEST(DbusStatusJson, CarriesEveryField) {
+  const auto s = sampleSnapshot();
+  const auto json = nlohmann::json::parse(statusToJson(s));
+  EXPECT_EQ(json["schema"], 1);
+  EXPECT_EQ(json["maps"].size(), s.maps.size());
+  EXPECT_EQ(json["maps"][1]["groups"][1]["paths"][0], "sde");
+  EXPECT_EQ(json["paths"][5]["latency_us"], -1);
+  EXPECT_EQ(json["paths"][5]["note"], "traffic bound to eth2 leaves via eth1");
+  EXPECT_EQ(json["portals"][2]["port"], 3261);
+  EXPECT_EQ(json["portals"][1]["reachability"]["eth2"], "unreachable: no route");
+}
+
+PropertyMap pathProperties(const daemon::PathView &p) {
+  return {{"Device", sdbus::Variant(p.device)},
+          {"DevT", sdbus::Variant(p.devt)},
+          {"Map", sdbus::Variant(p.map)},
+          {"State", sdbus::Variant(p.state)},
+          {"DmState", sdbus::Variant(p.dmState)},
+          {"Checker", sdbus::Variant(p.checker)},
+          {"Failures", sdbus::Variant(p.failures)},
+          {"Shaky", sdbus::Variant(p.shaky)},
+          {"LatencyUs", sdbus::Variant(p.latencyUs)},
+          {"Alua", sdbus::Variant(p.alua)},
+          {"Wwid", sdbus::Variant(p.wwid)},
+          {"Target", sdbus::Variant(p.target)},
+          {"Portal", sdbus::Variant(p.portal)},
+          {"NetDev", sdbus::Variant(p.netdev)},
+          {"Controller", sdbus::Variant(p.controller)},
+          {"SessionId", sdbus::Variant(std::int32_t{p.sessionId})},
+          {"Note", sdbus::Variant(p.note)}};
+}
+
+TEST(DbusSnapshotFromBus, RebuildsPathsAndIgnoresForeignInterfaces) {
+  const auto sample = sampleSnapshot();
+  ManagedObjects objects;
+  // Deliberately out of order: the snapshot comes out sorted by device.
+  objects[sdbus::ObjectPath(dbus::objectPathOf(dbus::ObjectKind::Path, "sdz"))] = {
+      {dbus::kPathInterface, pathProperties(sample.paths[5])}, {"org.freedesktop.DBus.Peer", {}}};
+  objects[sdbus::ObjectPath(dbus::objectPathOf(dbus::ObjectKind::Path, "sdb"))] = {
+      {dbus::kPathInterface, pathProperties(sample.paths[0])}};
+  objects[sdbus::ObjectPath("/org/pathkeeper/PathKeeper1/other")] = {{"com.example.X", {}}};
+  const auto snapshot =
+      snapshotFromBus(objects, {{"Version", sdbus::Variant(std::string("9"))},
+                                {"Mode", sdbus::Variant(std::string("companion"))}});
+  EXPECT_EQ(snapshot.version, "9");
+  EXPECT_EQ(snapshot.mode, "companion");
+  ASSERT_EQ(snapshot.paths.size(), 2U);
+  EXPECT_EQ(snapshot.paths[0], sample.paths[0]);
+  EXPECT_EQ(snapshot.paths[1], sample.paths[5]);
+  EXPECT_TRUE(snapshot.maps.empty());
+}
+
+TEST(DbusWatchText, NamesObjectsByTheirUnescapedKey) {
+  BusChange added{BusChange::Type::Added,
+                  dbus::objectPathOf(dbus::ObjectKind::Map, "1 m\xC3\xA4p.x"),
+                  dbus::kMapInterface,
+                  {},
+                  {}};
+  EXPECT_EQ(changeToText(added), "+ map 1 m\xC3\xA4p.x");
+  BusChange removed{BusChange::Type::Removed,
+                    dbus::objectPathOf(dbus::ObjectKind::Path, "sde"),
+                    dbus::kPathInterface,
+                    {},
+                    {}};
+  EXPECT_EQ(changeToText(removed), "- path sde");
+  BusChange changed{BusChange::Type::PropertiesChanged,
+                    dbus::objectPathOf(dbus::ObjectKind::Path, "sdc"),
+                    dbus::kPathInterface,
+                    {{"DmState", sdbus::Variant(std::string("failed"))},
+                     {"State", sdbus::Variant(std::string("down"))}},
+                    {}};
+  EXPECT_EQ(changeToText(changed), "path sdc: DmState=failed State=down");
+  const auto json = nlohmann::json::parse(changeToJson(changed));
+  EXPECT_EQ(json["event"], "changed");
+  EXPECT_EQ(json["properties"]["State"], "down");
+  BusChange manager{BusChange::Type::PropertiesChanged,
+                    dbus::kRootPath,
+                    dbus::kManagerInterface,
+                    {{"Status", sdbus::Variant(std::string("1 degraded"))}},
+                    {}};
+  EXPECT_EQ(changeToText(manager), "manager: Status=1 degraded");
+}
+
+TEST(DbusWatchText, RendersEveryPropertyType) {
+  using Groups = std::vector<sdbus::Struct<std::uint32_t, std::int32_t, std::vector<std::string>>>;
+  EXPECT_EQ(variantToText(sdbus::Variant(true)), "true");
+  EXPECT_EQ(variantToText(sdbus::Variant(std::int64_t{-1})), "-1");
+  EXPECT_EQ(variantToText(sdbus::Variant(std::uint16_t{3260})), "3260");
+  EXPECT_EQ(variantToText(sdbus::Variant(
+                std::map<std::string, std::string>{{"", "unknown"}, {"eth1", "reachable"}})),
+            "[(unbound)=unknown, eth1=reachable]");
+  EXPECT_EQ(variantToText(sdbus::Variant(Groups{{1U, 50, {"sdb", "sdc"}}, {2U, 10, {"sdd"}}})),
+            "[1(prio 50): sdb sdc; 2(prio 10): sdd]");
+}
+
+TEST(DbusClientErrors, SayWhetherTheDaemonRunsOrTheCallerMayNot) {
+  auto notRunning =
+      describeBusError(sdbus::Error("org.freedesktop.DBus.Error.ServiceUnknown", "x"));
+  EXPECT_EQ(notRunning.status, 3);
+  EXPECT_NE(notRunning.message.find("pathkeeperd is not running"), std::string::npos);
+  auto denied = describeBusError(sdbus::Error(dbus::kErrorAccessDenied, "FailPath needs root"));
+  EXPECT_EQ(denied.status, 4);
+  EXPECT_EQ(denied.message, "not allowed: FailPath needs root");
+  auto notFound = describeBusError(sdbus::Error(dbus::kErrorNotFound, "no path 'sdx'"));
+  EXPECT_EQ(notFound.status, 1);
+  EXPECT_EQ(notFound.message, "no path 'sdx'");
+}
+
+} // namespace
+} // namespace pathkeeper::ctl
