@@ -635,6 +635,65 @@ TEST_F(DbusHost, PathkeeperctlShowsStatusWatchesAndFailsAPath) {
                          "pathkeeperctl status lists them)\n");
 }
 
+// The README's busctl lines, exactly as written there.
+TEST_F(DbusHost, ReadmeBusctlWalkthroughRuns) {
+  std::ifstream readme(PK_README);
+  std::vector<std::string> commands;
+  bool inSection = false;
+  bool inBlock = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (line == "### busctl walk-through") {
+      inSection = true;
+    } else if (inSection && !inBlock && line == "```sh") {
+      inBlock = true;
+    } else if (inBlock && line == "```") {
+      break;
+    } else if (inBlock) {
+      commands.push_back(line);
+    }
+  }
+  ASSERT_EQ(commands.size(), 5U) << "the walk-through block in README.md changed shape";
+  startServer();
+  for (const auto &command : commands) {
+    std::vector<std::string> args;
+    std::istringstream words(command);
+    for (std::string word; words >> word;) {
+      args.push_back(word);
+    }
+    ASSERT_EQ(args.at(0), "busctl");
+    if (args.at(1) == "monitor") {
+      args.insert(args.begin(), {"timeout", "6"});
+      Process monitor(args);
+      // busctl buffers its output until it exits; toggling the path a few
+      // times makes sure one change falls after the monitor is listening.
+      for (int i = 0; i < 4; ++i) {
+        std::this_thread::sleep_for(1s);
+        server(i % 2 == 0 ? "set sdb down failed" : "set sdb up active");
+      }
+      std::string output;
+      while (auto line = monitor.readLine(10000ms)) {
+        output += *line + "\n";
+      }
+      EXPECT_THAT(output, HasSubstr("Path=/org/pathkeeper/PathKeeper1/paths/sdb  "
+                                    "Interface=org.freedesktop.DBus.Properties  "
+                                    "Member=PropertiesChanged"));
+      EXPECT_THAT(output, HasSubstr("STRING \"down\";"));
+      server("set sdb up active");
+      continue;
+    }
+    auto result = run(args);
+    EXPECT_EQ(result.status, 0) << command << ": " << result.err;
+    if (args.at(1) == "tree") {
+      EXPECT_THAT(result.out, HasSubstr("/org/pathkeeper/PathKeeper1/paths/sdb"));
+    } else if (args.at(1) == "introspect") {
+      EXPECT_THAT(result.out, HasSubstr("org.pathkeeper.PathKeeper1.Path"));
+    } else if (args.at(1) == "get-property") {
+      EXPECT_EQ(result.out, "s \"up\"\ns \"active\"\ns \"eth1\"\ns \"10.10.1.20:3260,1\"\n");
+    }
+  }
+  EXPECT_THAT(serverCalls(), HasSubstr("failPath sdb"));
+}
+
 TEST_F(DbusHost, PathkeeperctlSaysWhenTheDaemonIsNotRunning) {
   auto status = ctl({"status"});
   EXPECT_EQ(status.status, 3);
