@@ -217,7 +217,7 @@ private:
 
 std::string busConfig(const fs::path &socket) {
   // The system bus's default policy (Debian's system.conf), minus activation,
-  // plus our policy file.
+  // plus our policy file, and polkitd's for the test that starts one.
   return R"(<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
@@ -244,6 +244,7 @@ std::string busConfig(const fs::path &socket) {
     <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Monitoring"/>
   </policy>
   <include>)" PK_DBUS_POLICY R"(</include>
+  <include ignore_missing="yes">/usr/share/dbus-1/system.d/org.freedesktop.PolicyKit1.conf</include>
 </busconfig>
 )";
 }
@@ -692,6 +693,67 @@ TEST_F(DbusHost, ReadmeBusctlWalkthroughRuns) {
     }
   }
   EXPECT_THAT(serverCalls(), HasSubstr("failPath sdb"));
+}
+
+// A file the test puts in place and removes again, never one it found.
+class TemporaryFile {
+public:
+  TemporaryFile(fs::path path, const std::string &content) : path_(std::move(path)) {
+    std::ofstream(path_) << content;
+  }
+  ~TemporaryFile() { fs::remove(path_); }
+  TemporaryFile(const TemporaryFile &) = delete;
+  TemporaryFile &operator=(const TemporaryFile &) = delete;
+
+private:
+  fs::path path_;
+};
+
+// With polkitd on the bus, the daemon asks it about every caller but root:
+// a polkit rule grants nobody the action, and uid 1 (daemon), outside any
+// session, is told that authentication is needed. polkitd reads actions
+// and rules only from the system directories, so the test installs the
+// packaged action file and a rule for nobody there while it runs.
+TEST_F(DbusHost, PolkitDecidesForCallersOtherThanRoot) {
+  const fs::path polkitd = "/usr/lib/polkit-1/polkitd";
+  const fs::path action = "/usr/share/polkit-1/actions/org.pathkeeper.PathKeeper1.policy";
+  const fs::path rule = "/etc/polkit-1/rules.d/49-pathkeeper-dbus-host-test.rules";
+  if (access(polkitd.c_str(), X_OK) != 0 || !fs::is_directory(rule.parent_path())) {
+    GTEST_SKIP() << "polkitd is not installed (Debian package polkitd)";
+  }
+  if (fs::exists(action) || fs::exists(rule)) {
+    GTEST_SKIP() << action << " or " << rule
+                 << " exists already (pathkeeper installed?); not replacing it";
+  }
+  TemporaryFile actionFile(action, slurp(PK_POLKIT_POLICY));
+  TemporaryFile ruleFile(rule, R"(polkit.addRule(function(action, subject) {
+  if (action.id == "org.pathkeeper.PathKeeper1.manage" && subject.user == "nobody") {
+    return polkit.Result.YES;
+  }
+});
+)");
+  Process polkit({polkitd.string(), "--no-debug"});
+  bool onBus = false;
+  for (int i = 0; i < 100 && !onBus; ++i) {
+    onBus = busctl({"list"}).out.find("org.freedesktop.PolicyKit1") != std::string::npos;
+    if (!onBus) {
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  ASSERT_TRUE(onBus) << "polkitd did not appear on the test bus";
+  startServer();
+
+  auto allowed = dbusSend("FailPath", {"string:sdb"}, true);
+  EXPECT_EQ(allowed.status, 0) << allowed.err;
+  auto challenged =
+      run({"setpriv", "--reuid=1", "--regid=1", "--clear-groups", "--", "dbus-send", "--system",
+           "--print-reply", "--dest=org.pathkeeper.PathKeeper1", "/org/pathkeeper/PathKeeper1",
+           "org.pathkeeper.PathKeeper1.Manager.ReinstatePath", "string:sdb"});
+  EXPECT_NE(challenged.status, 0);
+  EXPECT_THAT(challenged.err,
+              HasSubstr("Error org.pathkeeper.PathKeeper1.Error.AccessDenied: ReinstatePath needs "
+                        "authentication for org.pathkeeper.PathKeeper1.manage"));
+  EXPECT_EQ(serverCalls(), "calls: failPath sdb");
 }
 
 TEST_F(DbusHost, PathkeeperctlSaysWhenTheDaemonIsNotRunning) {
