@@ -7,10 +7,12 @@
 #include "log.hpp"
 #include "names.hpp"
 #include "reconciler.hpp"
+#include "session_coverage.hpp"
 
 #include <algorithm>
 #include <csignal>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 #include <system_error>
 
@@ -129,7 +131,10 @@ void Daemon::start() {
     log::notice("SIGINT: exiting; the maps stay as they are");
     loop_.exit(0);
   }));
-  signals_.push_back(loop_.addSignal(SIGHUP, [this] { reloadConfig(); }));
+  signals_.push_back(loop_.addSignal(SIGHUP, [this] {
+    log::notice("SIGHUP: reloading the configuration");
+    (void)reloadConfig();
+  }));
 
   TurChecker::Options checkerOptions;
   checkerOptions.workers = 4;
@@ -176,6 +181,12 @@ void Daemon::start() {
   reconcileTimer_ = loop_.addTimer(far, [this] { reconcile(); });
   publishTimer_ = loop_.addTimer(far, [this] { publish(); });
   sessionTimer_ = loop_.addTimer(Clock::now() + options_.sessionPoll, [this] { pollSessions(); });
+  reaper_ = loop_.addTimer(far, [this] {
+    retired_.clear();
+    deadProbes_.clear();
+  });
+  probeTimer_ = loop_.addTimer(far, [this] { startProbes(); });
+  startProbes();
   startDueChecks(Clock::now());
   rearmHealthTimer();
 
@@ -214,7 +225,18 @@ void Daemon::onDeviceEvents() {
             map.dmFailed[device] = false;
           }
         }
-        apply(health_.kernelReinstated(device, now));
+        auto decisions = health_.kernelReinstated(device, now);
+        if (mode_ == selector::Mode::Companion) {
+          // multipathd reinstated it on its own checker's word: it owns the
+          // map, and failing the path again would start a tug of war.
+          for (auto &decision : decisions) {
+            if (decision.action == DmAction::Fail) {
+              decision.action = DmAction::None;
+              decision.reason += "; left to multipathd, which owns the map";
+            }
+          }
+        }
+        apply(decisions);
       }
       continue;
     }
@@ -246,6 +268,7 @@ void Daemon::pollSessions() {
     const std::string state =
         readSmallFile(options_.sysfsRoot / "class/iscsi_session" / name / "state");
     if (!state.empty() && state != session.state) {
+      log::debug(fmt::format("{}: {} -> {}", name, session.state, state), {{"SESSION", name}});
       sessions.push_back(name);
     }
   }
@@ -377,18 +400,153 @@ void Daemon::rearmHealthTimer() {
   EventLoop::rearm(healthTimer_, when);
 }
 
-void Daemon::reloadConfig() {
+Expected<void> Daemon::reloadConfig() {
   auto config = loadConfig(options_.configFile, options_.configDir);
   if (!config) {
     log::write(log::Level::Error,
-               fmt::format("SIGHUP: config rejected, keeping the running one: {}", config.error()),
-               {}, log::id::kConfigRejected);
-    return;
+               fmt::format("config rejected, keeping the running one: {}", config.error()), {},
+               log::id::kConfigRejected);
+    return pathkeeper::fail("config rejected, keeping the running one: " + config.error());
   }
   config_ = std::move(*config);
   health_.setSettings(config_.defaults.health);
-  log::notice("SIGHUP: configuration reloaded");
+  log::notice("configuration reloaded");
   requestReconcile("configuration reloaded");
+  return {};
+}
+
+// --- commands --------------------------------------------------------------------------
+
+Expected<void> Daemon::reconfigure() {
+  return reloadConfig();
+}
+
+Expected<void> Daemon::failPath(const std::string &device) {
+  if (pathByDevice(device) == nullptr) {
+    return pathkeeper::fail("no such path: '" + device + "'");
+  }
+  if (mapOfDevice(device).empty()) {
+    return pathkeeper::fail("path " + device + " is in no map");
+  }
+  adminFailed_.insert(device);
+  log::write(log::Level::Notice,
+             fmt::format("path {}: failed by the admin; held until reinstated", device),
+             {{"PATH", device}, {"MAP", mapOfDevice(device)}}, log::id::kPathFailed);
+  sendPathMessage(device, true, "failed by the admin");
+  requestPublish();
+  return {};
+}
+
+Expected<void> Daemon::reinstatePath(const std::string &device) {
+  if (pathByDevice(device) == nullptr) {
+    return pathkeeper::fail("no such path: '" + device + "'");
+  }
+  if (mapOfDevice(device).empty()) {
+    return pathkeeper::fail("path " + device + " is in no map");
+  }
+  const bool held = adminFailed_.erase(device) > 0;
+  auto state = health_.state(device);
+  if (state && !selector::isUsable(*state) && *state != PathState::Unknown &&
+      *state != PathState::Pending) {
+    if (held) {
+      log::notice(fmt::format("path {}: released by the admin; it stays failed while it is {}",
+                              device, selector::toString(*state)),
+                  {{"PATH", device}});
+      return {};
+    }
+    return pathkeeper::fail(fmt::format("path {} is {}; it is reinstated once its checks pass",
+                                        device, selector::toString(*state)));
+  }
+  log::write(log::Level::Notice, fmt::format("path {}: reinstated by the admin", device),
+             {{"PATH", device}}, log::id::kPathReinstated);
+  sendPathMessage(device, false, "reinstated by the admin");
+  requestPublish();
+  return {};
+}
+
+Expected<void> Daemon::switchGroup(const std::string &map, unsigned group) {
+  auto it = maps_.find(map);
+  if (it == maps_.end()) {
+    return pathkeeper::fail("no such map: '" + map + "'");
+  }
+  if (group == 0 || group > it->second.groups.size()) {
+    return pathkeeper::fail(fmt::format("map {} has {} group(s); there is no group {}", map,
+                                        it->second.groups.size(), group));
+  }
+  if (mode_ == selector::Mode::Companion) {
+    auto command = switchGroupCommand(map, group);
+    if (!command) {
+      return pathkeeper::fail("cannot build a multipathd switchgroup command for '" + map + "'");
+    }
+    multipathd_->request(
+        *command, kMultipathdTimeout,
+        [cmd = *command](Expected<std::string> reply) {
+          Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
+                                    : Expected<void>(pathkeeper::fail(reply.error()));
+          if (ok) {
+            log::info(fmt::format("multipathd: {}: ok", cmd));
+          } else {
+            log::error(fmt::format("multipathd: {}: {}", cmd, ok.error()));
+          }
+        },
+        Clock::now());
+    syncMultipathd();
+    return {};
+  }
+  try {
+    dm_.message(map, fmt::format("switch_group {}", group));
+  } catch (const std::exception &e) {
+    return pathkeeper::fail(e.what());
+  }
+  log::notice(fmt::format("map {}: switched to group {} by the admin", map, group), {{"MAP", map}});
+  return {};
+}
+
+Expected<void> Daemon::setSelector(const std::string &map, const std::string &selector) {
+  if (!maps_.contains(map)) {
+    return pathkeeper::fail("no such map: '" + map + "'");
+  }
+  if (mode_ != selector::Mode::Owner) {
+    return pathkeeper::fail("companion mode: multipathd owns the tables; set the selector in "
+                            "multipath.conf");
+  }
+  auto kind = selector::parseSelectorKind(selector);
+  if (!kind) {
+    return pathkeeper::fail("unknown selector '" + selector +
+                            "' (round-robin, queue-length, service-time, historical-service-time)");
+  }
+  if (*kind == selector::SelectorKind::HistoricalServiceTime && !kernel_.historicalServiceTime) {
+    return pathkeeper::fail("this kernel has no dm-historical-service-time");
+  }
+  selectorOverrides_[map] = *kind;
+  log::notice(fmt::format("map {}: selector {} set by the admin", map, selector), {{"MAP", map}});
+  pendingReconcileWhy_ = "selector set by the admin";
+  reconcile();
+  return {};
+}
+
+Expected<void> Daemon::rescan() {
+  auto scanned = sysfs_.scan();
+  if (!scanned) {
+    return pathkeeper::fail("rescan: " + scanned.error());
+  }
+  std::vector<std::string> changed;
+  for (const auto &[name, path] : scanned->paths) {
+    auto old = inventory_.paths.find(name);
+    if (old == inventory_.paths.end() || !(old->second == path)) {
+      changed.push_back(name);
+    }
+  }
+  for (const auto &[name, path] : inventory_.paths) {
+    if (!scanned->paths.contains(name)) {
+      changed.push_back(name);
+    }
+  }
+  inventory_ = std::move(*scanned);
+  log::info(fmt::format("rescan: {} path(s) changed", changed.size()));
+  syncHealth(changed, Clock::now());
+  requestReconcile("rescan");
+  return {};
 }
 
 // --- actions -------------------------------------------------------------------
@@ -424,6 +582,12 @@ void Daemon::apply(const HealthTracker::Decisions &decisions) {
          {"PORTAL", path != nullptr ? path->path.portal.str() : ""},
          {"IFACE", path != nullptr ? path->path.netdev : ""}},
         id);
+    if (decision.action == DmAction::Reinstate && adminFailed_.contains(decision.device)) {
+      log::info(fmt::format("path {} passes its checks but stays failed: the admin failed it",
+                            decision.device),
+                {{"PATH", decision.device}});
+      continue;
+    }
     if (decision.action != DmAction::None) {
       sendPathMessage(decision.device, decision.action == DmAction::Fail, decision.reason);
     }
@@ -552,6 +716,13 @@ void Daemon::reconcile() {
         log::error(fmt::format("cannot write {}: {}", bindingsFile.string(), ec.message()));
       }
     }
+    for (auto &planned : plan.maps) {
+      auto override = selectorOverrides_.find(planned.spec.alias);
+      if (override != selectorOverrides_.end() && planned.spec.selector != override->second) {
+        planned.spec.selector = override->second;
+        planned.table.clear(); // the reconciler renders it again
+      }
+    }
     input.desired = std::move(plan.maps);
   }
   for (const auto &[name, path] : inventory_.paths) {
@@ -560,7 +731,7 @@ void Daemon::reconcile() {
         *state == PathState::Removed) {
       continue; // no verdict yet: leave dm as it is
     }
-    input.usable[path.path.devt] = selector::isUsable(*state);
+    input.usable[path.path.devt] = selector::isUsable(*state) && !adminFailed_.contains(name);
   }
 
   const ReconcilePlan plan = planReconcile(input);
@@ -682,7 +853,7 @@ void Daemon::syncMultipathd() {
   }
   const int fd = multipathd_->fd();
   if (fd != multipathdFd_) {
-    multipathdSource_.reset();
+    retire(std::move(multipathdSource_));
     multipathdFd_ = fd;
     if (fd >= 0) {
       multipathdSource_ =
@@ -705,6 +876,178 @@ void Daemon::syncMultipathd() {
       EventLoop::rearm(multipathdTimer_, std::max(*next, Clock::now()));
     }
   }
+}
+
+void Daemon::retire(EventSource source) {
+  if (!source.active()) {
+    return;
+  }
+  EventLoop::disable(source);
+  retired_.push_back(std::move(source));
+  EventLoop::rearm(reaper_, Clock::now());
+}
+
+// --- probes --------------------------------------------------------------------------
+
+namespace {
+std::string portalKey(const selector::Portal &portal) {
+  return portal.address.find(':') != std::string::npos
+             ? fmt::format("[{}]:{}", portal.address, portal.port)
+             : fmt::format("{}:{}", portal.address, portal.port);
+}
+} // namespace
+
+void Daemon::startProbes() {
+  const auto &discovery = config_.discovery;
+  if (discovery.probeInterval.count() > 0) {
+    EventLoop::rearm(probeTimer_, Clock::now() + discovery.probeInterval);
+  }
+  if (probeInitiator_.empty()) {
+    if (!discovery.initiatorName.empty()) {
+      probeInitiator_ = discovery.initiatorName;
+    } else if (auto name = defaultProbeInitiatorName()) {
+      probeInitiator_ = *name;
+    } else {
+      log::warning(fmt::format("SendTargets probes disabled: {}", name.error()));
+      return;
+    }
+  }
+  // Every (NIC, portal) pair a kernel session uses, plus the configured
+  // portals from the configured NICs (or from every NIC a session uses).
+  std::set<std::pair<std::string, selector::Portal>> pairs;
+  std::set<std::string> sessionNics;
+  for (const auto &[name, path] : inventory_.paths) {
+    selector::Portal portal = path.path.portal;
+    portal.tpgt = 1;
+    pairs.emplace(path.path.netdev, portal);
+    sessionNics.insert(path.path.netdev);
+  }
+  std::vector<std::string> nics = discovery.nics;
+  if (nics.empty()) {
+    nics.assign(sessionNics.begin(), sessionNics.end());
+  }
+  if (nics.empty()) {
+    nics.emplace_back(); // unbound: routing chooses
+  }
+  for (selector::Portal portal : discovery.portals) {
+    portal.tpgt = 1;
+    for (const auto &nic : nics) {
+      pairs.emplace(nic, portal);
+    }
+  }
+  const auto now = Clock::now();
+  for (const auto &[nic, portal] : pairs) {
+    const std::string key = nic + "|" + portalKey(portal);
+    if (probes_.contains(key)) {
+      continue; // still running from the last round
+    }
+    DiscoveryRequest request;
+    request.portal = portal;
+    request.netdev = nic;
+    request.initiatorName = probeInitiator_;
+    request.timeout = discovery.probeTimeout;
+    try {
+      ActiveProbe active;
+      active.probe = std::make_unique<IscsiDiscovery>(std::move(request), now);
+      probes_.emplace(key, std::move(active));
+    } catch (const std::exception &e) {
+      log::error(fmt::format("cannot start a SendTargets probe of {} from {}: {}",
+                             portalKey(portal), nic.empty() ? "any NIC" : nic, e.what()));
+      continue;
+    }
+    syncProbe(key);
+  }
+}
+
+void Daemon::syncProbe(const std::string &key) {
+  auto it = probes_.find(key);
+  if (it == probes_.end()) {
+    return;
+  }
+  ActiveProbe &active = it->second;
+  if (active.probe->done()) {
+    finishProbe(key);
+    return;
+  }
+  const int fd = active.probe->fd();
+  if (fd != active.fd) {
+    retire(std::move(active.io));
+    active.fd = fd;
+    if (fd >= 0) {
+      active.io = loop_.addIo(fd, static_cast<unsigned>(active.probe->events()),
+                              [this, key](unsigned revents) {
+                                auto found = probes_.find(key);
+                                if (found != probes_.end()) {
+                                  found->second.probe->service(static_cast<short>(revents));
+                                  syncProbe(key);
+                                }
+                              });
+    }
+  } else if (fd >= 0) {
+    EventLoop::setIoEvents(active.io, static_cast<unsigned>(active.probe->events()));
+  }
+  const auto next = active.probe->nextTick();
+  if (!active.timer.active()) {
+    active.timer = loop_.addTimer(next, [this, key] {
+      auto found = probes_.find(key);
+      if (found != probes_.end()) {
+        found->second.probe->tick(Clock::now());
+        syncProbe(key);
+      }
+    });
+  } else {
+    EventLoop::rearm(active.timer, next);
+  }
+}
+
+void Daemon::finishProbe(const std::string &key) {
+  auto it = probes_.find(key);
+  const DiscoveryRequest request = it->second.probe->request();
+  const auto &result = it->second.probe->result();
+  const std::string nic = request.netdev;
+  const std::string where =
+      fmt::format("{} from {}", portalKey(request.portal), nic.empty() ? "any NIC" : nic);
+  PortalState &portal = portals_[portalKey(request.portal)];
+  portal.portal = request.portal;
+  const auto now = Clock::now();
+  if (result) {
+    const bool changed = portal.reachability[nic] != "reachable";
+    portal.reachability[nic] = "reachable";
+    if (changed) {
+      log::info(fmt::format("SendTargets {}: {} target(s)", where, result->targets.size()),
+                {{"PORTAL", portalKey(request.portal)}, {"IFACE", nic}});
+    }
+    for (const auto &rejected : result->rejected) {
+      log::warning(fmt::format("SendTargets {}: rejected {}", where, rejected),
+                   {{"PORTAL", portalKey(request.portal)}});
+    }
+    apply(health_.probeResult(nic, request.portal, true, "", now));
+    const auto kernelPaths = inventory_.plannerPaths();
+    for (const auto &missing : selector::findMissingPaths(result->targets, kernelPaths)) {
+      if (reportedMissing_.insert(missing.str()).second) {
+        log::warning(fmt::format("expected path missing: {} (SendTargets offers it, the kernel "
+                                 "has no session)",
+                                 missing.str()),
+                     {{"PORTAL", portalKey(missing.portal)}, {"IFACE", missing.netdev}});
+      }
+    }
+  } else {
+    const std::string state = "unreachable: " + result.error();
+    if (portal.reachability[nic] != state) {
+      log::warning(fmt::format("SendTargets {} failed: {}", where, result.error()),
+                   {{"PORTAL", portalKey(request.portal)}, {"IFACE", nic}});
+    }
+    portal.reachability[nic] = state;
+    apply(health_.probeResult(nic, request.portal, false, result.error(), now));
+  }
+  retire(std::move(it->second.io));
+  retire(std::move(it->second.timer));
+  // The probe's context may be on this stack frame's callers; keep it
+  // alive until the reaper runs.
+  auto probe = std::move(it->second.probe);
+  probes_.erase(it);
+  deadProbes_.push_back(std::move(probe));
+  requestPublish();
 }
 
 // --- publishing ------------------------------------------------------------------
@@ -787,6 +1130,13 @@ StateSnapshot Daemon::snapshot() const {
     }
     snap.paths.push_back(std::move(view));
   }
+  for (const auto &[key, portal] : portals_) {
+    PortalView view;
+    view.address = portal.portal.address;
+    view.port = portal.portal.port;
+    view.reachability = portal.reachability;
+    snap.portals.push_back(std::move(view));
+  }
   snap.status = fmt::format("{} map{}, {} path{}", snap.maps.size(),
                             snap.maps.size() == 1 ? "" : "s", paths, paths == 1 ? "" : "s");
   if (degraded > 0) {
@@ -806,6 +1156,9 @@ void Daemon::publish() {
   }
   if (!options_.stateFile.empty()) {
     writeStateFile(snap);
+  }
+  for (const auto &listener : listeners_) {
+    listener(snap);
   }
 }
 
@@ -852,6 +1205,12 @@ void Daemon::writeStateFile(const StateSnapshot &snap) const {
                             {"netdev", path.netdev},
                             {"controller", path.controller},
                             {"session", path.sessionId}});
+  }
+  doc["portals"] = nlohmann::json::array();
+  for (const PortalView &portal : snap.portals) {
+    doc["portals"].push_back({{"address", portal.address},
+                              {"port", portal.port},
+                              {"reachability", portal.reachability}});
   }
   std::error_code ec;
   fs::create_directories(options_.stateFile.parent_path(), ec);

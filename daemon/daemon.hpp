@@ -15,6 +15,7 @@
 #include "event_loop.hpp"
 #include "failback.hpp"
 #include "health.hpp"
+#include "iscsi_discovery.hpp"
 #include "multipathd_client.hpp"
 #include "plan.hpp"
 #include "reconciler.hpp"
@@ -25,6 +26,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -50,7 +52,7 @@ struct DaemonOptions {
 };
 
 /// @brief The daemon. Construct, start(), then run the loop.
-class Daemon {
+class Daemon final : public Commands {
 public:
   using Clock = std::chrono::steady_clock;
 
@@ -67,6 +69,22 @@ public:
   void start();
 
   [[nodiscard]] selector::Mode mode() const { return mode_; }
+  /// @brief What is published now.
+  [[nodiscard]] StateSnapshot snapshot() const;
+  /// @brief Called with every new snapshot (after the debounce), on the loop thread.
+  void onPublish(std::function<void(const StateSnapshot &)> listener) {
+    listeners_.push_back(std::move(listener));
+  }
+
+  // Commands (D-Bus, pathkeeperctl). Admin actions are kept: a path the
+  // admin failed stays failed until the admin reinstates it, and a selector
+  // set at run time holds until the next SetSelector or restart.
+  Expected<void> reconfigure() override;
+  Expected<void> failPath(const std::string &device) override;
+  Expected<void> reinstatePath(const std::string &device) override;
+  Expected<void> switchGroup(const std::string &map, unsigned group) override;
+  Expected<void> setSelector(const std::string &map, const std::string &selector) override;
+  Expected<void> rescan() override;
 
 private:
   struct MapState; // live and desired facts of one map
@@ -76,7 +94,7 @@ private:
   void onCheckerResults();
   void onHealthTimer();
   void pollSessions();
-  void reloadConfig();
+  Expected<void> reloadConfig();
 
   // Work.
   void syncHealth(const std::vector<std::string> &changed, Clock::time_point now);
@@ -92,10 +110,17 @@ private:
                    const std::vector<selector::PlannedMap> &desired, bool everyMultipathMap);
   void runFailback(Clock::time_point now);
   void syncMultipathd();
+  /// @brief Retires a source whose callback may be running: it is dropped
+  /// on the next loop iteration, never inside its own dispatch.
+  void retire(EventSource source);
+  // SendTargets probes per (NIC, portal): portal reachability, missing
+  // paths and, with proactive_failover, early path failures.
+  void startProbes();
+  void syncProbe(const std::string &key);
+  void finishProbe(const std::string &key);
   void sendPathMessage(const std::string &device, bool fail, const std::string &reason);
   void requestPublish();
   void publish();
-  [[nodiscard]] StateSnapshot snapshot() const;
   void writeStateFile(const StateSnapshot &snap) const;
 
   // Helpers.
@@ -118,9 +143,31 @@ private:
   std::unique_ptr<UdevMonitor> monitor_;
   std::unique_ptr<MultipathdClient> multipathd_;
 
+  struct ActiveProbe {
+    std::unique_ptr<IscsiDiscovery> probe;
+    EventSource io;
+    int fd = -1;
+    EventSource timer;
+  };
+  struct PortalState {
+    selector::Portal portal;
+    std::map<std::string, std::string> reachability; ///< NIC -> "reachable" / "unreachable: ..."
+  };
+  std::map<std::string, ActiveProbe> probes_;  ///< by "nic|address:port"
+  std::map<std::string, PortalState> portals_; ///< by "address:port"
+  std::set<std::string> reportedMissing_;      ///< missing paths already logged
+  std::string probeInitiator_;
+  EventSource probeTimer_;
+  std::vector<EventSource> retired_;
+  std::vector<std::unique_ptr<IscsiDiscovery>> deadProbes_;
+  EventSource reaper_;
+
   std::map<std::string, MapState> maps_; ///< by alias
   std::vector<std::string> planWarnings_;
-  std::set<std::string> announced_; ///< maps logged as created or adopted
+  std::set<std::string> announced_;   ///< maps logged as created or adopted
+  std::set<std::string> adminFailed_; ///< paths failed by FailPath, held until ReinstatePath
+  std::map<std::string, selector::SelectorKind> selectorOverrides_; ///< SetSelector, by alias
+  std::vector<std::function<void(const StateSnapshot &)>> listeners_;
   bool ready_ = false;
   std::string lastStatus_;
   std::string pendingReconcileWhy_;

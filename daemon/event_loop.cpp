@@ -99,6 +99,10 @@ void EventLoop::rearm(const EventSource &timer, Clock::time_point when) {
   check(sd_event_source_set_enabled(timer.get(), SD_EVENT_ONESHOT), "sd_event_source_set_enabled");
 }
 
+void EventLoop::disable(const EventSource &source) {
+  check(sd_event_source_set_enabled(source.get(), SD_EVENT_OFF), "sd_event_source_set_enabled");
+}
+
 EventSource EventLoop::addSignal(int signal, Handler handler) {
   sigset_t mask;
   sigemptyset(&mask);

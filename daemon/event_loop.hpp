@@ -53,6 +53,8 @@ public:
   [[nodiscard]] EventSource addTimer(Clock::time_point when, Handler handler);
   /// @brief Moves a one-shot timer to @p when and enables it again.
   static void rearm(const EventSource &timer, Clock::time_point when);
+  /// @brief Stops a source from firing (it stays allocated until reset).
+  static void disable(const EventSource &source);
   /// @brief Blocks @p signal for the thread and delivers it to @p handler.
   [[nodiscard]] EventSource addSignal(int signal, Handler handler);
 
