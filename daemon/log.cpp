@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -114,8 +115,14 @@ void write(Level level, std::string_view message, std::initializer_list<Field> f
     }
     // The journal went away: fall through to stderr rather than lose it.
   }
-  std::string line = formatLine(level, message, fields);
-  line += '\n';
+  // Timestamps on stderr, as the journal would add them (wall clock, ms).
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  tm local{};
+  localtime_r(&now.tv_sec, &local);
+  std::string line =
+      fmt::format("{:02}:{:02}:{:02}.{:03} {}\n", local.tm_hour, local.tm_min, local.tm_sec,
+                  now.tv_nsec / 1000000, formatLine(level, message, fields));
   std::lock_guard lock(gStderrMutex);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
