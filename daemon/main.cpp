@@ -2,12 +2,18 @@
 // composition root: it alone knows the file locations, the sysfs root and
 // the event loop.
 
+#include "bus_loop.hpp"
+#include "bus_names.hpp"
 #include "config.hpp"
 #include "config_files.hpp"
 #include "daemon.hpp"
 #include "dm_adapter.hpp"
 #include "event_loop.hpp"
 #include "log.hpp"
+#include "publisher.hpp"
+
+#include <sdbus-c++/Error.h>
+#include <sdbus-c++/IConnection.h>
 
 #include <cstdio>
 #include <exception>
@@ -35,6 +41,7 @@ Options:
   --state-file FILE    Where the published state goes (default
                        /run/pathkeeper/state.json; "" disables it)
   --no-udev-sync       Do not wait for udev after map changes (hosts without udevd)
+  --no-dbus            Do not publish on the system bus (org.pathkeeper.PathKeeper1)
   --log-target TARGET  auto, journal or stderr (default auto: the journal when
                        started by systemd)
   --log-level LEVEL    error, warning, notice, info or debug (default info)
@@ -75,6 +82,7 @@ int main(int argc, char **argv) {
   auto target = daemon::log::Target::Auto;
   auto level = daemon::log::Level::Info;
   bool udevSync = true;
+  bool useBus = true;
 
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
@@ -94,6 +102,10 @@ int main(int argc, char **argv) {
     }
     if (arg == "--no-udev-sync") {
       udevSync = false;
+      continue;
+    }
+    if (arg == "--no-dbus") {
+      useBus = false;
       continue;
     }
     if (arg == "--config" || arg == "--config-dir" || arg == "--mode" || arg == "--sysfs-root" ||
@@ -155,7 +167,41 @@ int main(int argc, char **argv) {
     daemon::LibDevmapper dm(dmOptions);
     daemon::EventLoop loop;
     daemon::Daemon pathkeeperd(loop, options, dm);
+
+    // The D-Bus API: the objects exist before the name is requested, so a
+    // client that sees the name finds the whole tree. Without a system bus
+    // the daemon still does its job, and says so.
+    std::unique_ptr<sdbus::IConnection> bus;
+    std::unique_ptr<dbus::BusLoopAttachment> attachment;
+    std::unique_ptr<dbus::BusAuthorizer> authorizer;
+    std::unique_ptr<dbus::DbusPublisher> publisher;
+    if (useBus) {
+      try {
+        bus = sdbus::createSystemBusConnection();
+        attachment = std::make_unique<dbus::BusLoopAttachment>(*bus, loop);
+        authorizer = std::make_unique<dbus::BusAuthorizer>(*bus);
+        publisher = std::make_unique<dbus::DbusPublisher>(*bus, pathkeeperd, *authorizer);
+        pathkeeperd.onPublish(
+            [&publisher](const daemon::StateSnapshot &snapshot) { publisher->publish(snapshot); });
+      } catch (const sdbus::Error &e) {
+        daemon::log::warning(std::string("no D-Bus API: the system bus is not available (") +
+                             e.getMessage() + ")");
+        publisher.reset();
+        authorizer.reset();
+        attachment.reset();
+        bus.reset();
+      }
+    }
     pathkeeperd.start();
+    if (bus) {
+      try {
+        bus->requestName(dbus::kBusName);
+        daemon::log::info(std::string("D-Bus: ") + dbus::kBusName + " on the system bus");
+      } catch (const sdbus::Error &e) {
+        daemon::log::error(std::string("D-Bus: cannot own ") + dbus::kBusName + ": " +
+                           e.getMessage() + " (is the bus policy installed?)");
+      }
+    }
     return loop.run();
   } catch (const std::exception &e) {
     daemon::log::error(std::string("cannot start: ") + e.what());
