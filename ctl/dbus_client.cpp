@@ -18,6 +18,9 @@ namespace gen = org::pathkeeper::PathKeeper1;
 using GroupsValue =
     std::vector<sdbus::Struct<std::uint32_t, std::int32_t, std::vector<std::string>>>;
 
+// The proxy bases' destructors are protected and non-virtual; this final
+// class is owned as itself, never deleted through a base.
+// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor)
 class RootProxy final
     : public sdbus::ProxyInterfaces<gen::Manager_proxy, sdbus::ObjectManager_proxy> {
 public:
@@ -164,8 +167,8 @@ void DaemonClient::watch(std::function<void(const BusChange &)> onChange) {
       fmt::format("type='signal',sender='{}',interface='org.freedesktop.DBus.Properties',"
                   "member='PropertiesChanged',path_namespace='{}'",
                   dbus::kBusName, dbus::kRootPath);
-  proxies_->propertiesMatch =
-      proxies_->connection.addMatch(rule, [onChange](sdbus::Message &message) {
+  proxies_->propertiesMatch = proxies_->connection.addMatch(
+      rule, [onChange = std::move(onChange)](sdbus::Message &message) {
         std::string interface;
         PropertyMap changed;
         std::vector<std::string> invalidated;

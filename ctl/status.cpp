@@ -69,7 +69,7 @@ std::string kindOf(const std::string &objectPath) {
   if (!objectPath.starts_with(root)) {
     return objectPath == dbus::kRootPath ? "manager" : objectPath;
   }
-  const std::string rest = objectPath.substr(root.size());
+  std::string rest = objectPath.substr(root.size());
   const auto slash = rest.find('/');
   if (slash == std::string::npos) {
     return rest;

@@ -30,6 +30,9 @@ using GroupsValue =
 constexpr auto kPolkitTimeout = std::chrono::minutes(2);
 constexpr std::uint32_t kPolkitAllowUserInteraction = 1;
 
+// The adaptor bases' destructors are protected and non-virtual; this final
+// class is owned as itself, never deleted through a base.
+// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor)
 class MapObject final
     : public sdbus::AdaptorInterfaces<gen::Map_adaptor, sdbus::ManagedObject_adaptor,
                                       sdbus::Properties_adaptor> {
@@ -66,6 +69,9 @@ private:
   MapView view_;
 };
 
+// The adaptor bases' destructors are protected and non-virtual; this final
+// class is owned as itself, never deleted through a base.
+// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor)
 class PathObject final
     : public sdbus::AdaptorInterfaces<gen::Path_adaptor, sdbus::ManagedObject_adaptor,
                                       sdbus::Properties_adaptor> {
@@ -103,6 +109,9 @@ private:
   PathView view_;
 };
 
+// The adaptor bases' destructors are protected and non-virtual; this final
+// class is owned as itself, never deleted through a base.
+// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor)
 class PortalObject final
     : public sdbus::AdaptorInterfaces<gen::Portal_adaptor, sdbus::ManagedObject_adaptor,
                                       sdbus::Properties_adaptor> {
@@ -127,6 +136,9 @@ private:
 };
 
 // The root object: Manager properties and methods, and the ObjectManager.
+// The adaptor bases' destructors are protected and non-virtual; this final
+// class is owned as itself, never deleted through a base.
+// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor)
 class ManagerObject final
     : public sdbus::AdaptorInterfaces<gen::Manager_adaptor, sdbus::ObjectManager_adaptor,
                                       sdbus::Properties_adaptor> {
@@ -186,36 +198,38 @@ private:
     const sdbus::Message *call = getObject().getCurrentlyProcessedMessage();
     const std::string sender = call != nullptr ? call->getSender() : std::string{};
     std::weak_ptr<int> alive = alive_;
-    authorizer_.authorize(
-        sender, method, [this, alive, reply, method, check, run](Expected<void> allowed) {
-          if (alive.expired()) {
-            reply->returnError(sdbus::Error(kErrorFailed, "pathkeeperd is shutting down"));
-            return;
-          }
-          if (!allowed) {
-            reply->returnError(sdbus::Error(kErrorAccessDenied, allowed.error()));
-            return;
-          }
-          try {
-            if (check) {
-              if (auto error = check()) {
-                reply->returnError(sdbus::Error(error->name, error->message));
-                return;
-              }
-            }
-            if (auto done = run(); !done) {
-              auto error = commandFailed(method, done.error());
-              reply->returnError(sdbus::Error(error.name, error.message));
-              return;
-            }
-          } catch (const std::exception &error) {
-            // A throwing command must not unwind through sd-bus's C frames.
-            auto failed = commandFailed(method, error.what());
-            reply->returnError(sdbus::Error(failed.name, failed.message));
-            return;
-          }
-          reply->returnResults();
-        });
+    authorizer_.authorize(sender, method,
+                          [this, alive, reply, method, check = std::move(check),
+                           run = std::move(run)](Expected<void> allowed) {
+                            if (alive.expired()) {
+                              reply->returnError(
+                                  sdbus::Error(kErrorFailed, "pathkeeperd is shutting down"));
+                              return;
+                            }
+                            if (!allowed) {
+                              reply->returnError(sdbus::Error(kErrorAccessDenied, allowed.error()));
+                              return;
+                            }
+                            try {
+                              if (check) {
+                                if (auto error = check()) {
+                                  reply->returnError(sdbus::Error(error->name, error->message));
+                                  return;
+                                }
+                              }
+                              if (auto done = run(); !done) {
+                                auto error = commandFailed(method, done.error());
+                                reply->returnError(sdbus::Error(error.name, error.message));
+                                return;
+                              }
+                            } catch (const std::exception &error) {
+                              // A throwing command must not unwind through sd-bus's C frames.
+                              auto failed = commandFailed(method, error.what());
+                              reply->returnError(sdbus::Error(failed.name, failed.message));
+                              return;
+                            }
+                            reply->returnResults();
+                          });
   }
 
   const StateSnapshot &current_;

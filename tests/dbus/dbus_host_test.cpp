@@ -40,11 +40,13 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const std::vector<std::string> kAsNobody = {"setpriv", "--reuid=65534", "--regid=65534",
-                                            "--clear-groups", "--"};
+std::vector<std::string> asNobody() {
+  return {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"};
+}
 
 std::vector<char *> argvOf(std::vector<std::string> &args) {
   std::vector<char *> argv;
+  argv.reserve(args.size() + 1);
   for (auto &arg : args) {
     argv.push_back(arg.data());
   }
@@ -249,55 +251,70 @@ std::string busConfig(const fs::path &socket) {
 )";
 }
 
+// What the suite set up once: the bus, or why the tests skip.
+struct SuiteState {
+  std::string skipReason;
+  std::string setupError;
+  fs::path dir;
+  Process *bus = nullptr;
+};
+
+SuiteState &suite() {
+  static SuiteState state;
+  return state;
+}
+
 class DbusHost : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
     if (geteuid() != 0) {
-      skipReason_ = "needs root: the bus policy under test lets only root own the name, and "
-                    "the unprivileged caller is made with setpriv";
+      suite().skipReason = "needs root: the bus policy under test lets only root own the name, and "
+                           "the unprivileged caller is made with setpriv";
       return;
     }
     for (const char *tool :
          {"/usr/bin/dbus-daemon", "/usr/bin/busctl", "/usr/bin/dbus-send", "/usr/bin/setpriv"}) {
       if (access(tool, X_OK) != 0) {
-        skipReason_ = std::string(tool) + " is missing (Debian packages dbus-daemon, systemd, "
-                                          "dbus-bin, util-linux)";
+        suite().skipReason = std::string(tool) +
+                             " is missing (Debian packages dbus-daemon, systemd, "
+                             "dbus-bin, util-linux)";
         return;
       }
     }
     char dirTemplate[] = "/tmp/pk-dbus-XXXXXX";
     if (mkdtemp(dirTemplate) == nullptr) {
-      skipReason_ = "mkdtemp failed";
+      suite().skipReason = "mkdtemp failed";
       return;
     }
-    dir_ = dirTemplate;
-    fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                              fs::perms::others_read | fs::perms::others_exec);
-    std::ofstream(dir_ / "bus.conf") << busConfig(dir_ / "bus.socket");
-    bus_ = new Process({"dbus-daemon", "--nofork", "--print-address",
-                        "--config-file=" + (dir_ / "bus.conf").string()},
-                       true);
-    auto address = bus_->readLine(10000ms);
+    suite().dir = dirTemplate;
+    fs::permissions(suite().dir, fs::perms::owner_all | fs::perms::group_read |
+                                     fs::perms::group_exec | fs::perms::others_read |
+                                     fs::perms::others_exec);
+    std::ofstream(suite().dir / "bus.conf") << busConfig(suite().dir / "bus.socket");
+    suite().bus = new Process({"dbus-daemon", "--nofork", "--print-address",
+                               "--config-file=" + (suite().dir / "bus.conf").string()},
+                              true);
+    auto address = suite().bus->readLine(10000ms);
     if (!address || !address->starts_with("unix:")) {
-      setupError_ = "dbus-daemon did not start: " + address.value_or("(no output)");
+      suite().setupError = "dbus-daemon did not start: " + address.value_or("(no output)");
       return;
     }
     setenv("DBUS_SYSTEM_BUS_ADDRESS", address->c_str(), 1);
   }
 
   static void TearDownTestSuite() {
-    delete bus_;
-    bus_ = nullptr;
-    if (!dir_.empty()) {
-      fs::remove_all(dir_);
+    delete suite().bus;
+    suite().bus = nullptr;
+    if (!suite().dir.empty()) {
+      fs::remove_all(suite().dir);
     }
   }
 
   void SetUp() override {
-    if (!skipReason_.empty()) {
-      GTEST_SKIP() << skipReason_;
+    if (!suite().skipReason.empty()) {
+      GTEST_SKIP() << suite().skipReason;
     }
-    ASSERT_EQ(setupError_, "");
+    ASSERT_EQ(suite().setupError, "");
   }
 
   void startServer() {
@@ -318,24 +335,23 @@ protected:
     return lines.empty() ? "" : lines.back();
   }
 
-  static RunResult ctl(std::vector<std::string> args, bool asNobody = false) {
-    std::vector<std::string> command = asNobody ? kAsNobody : std::vector<std::string>{};
+  static RunResult ctl(std::vector<std::string> args, bool nobody = false) {
+    std::vector<std::string> command = nobody ? asNobody() : std::vector<std::string>{};
     command.emplace_back(PK_PATHKEEPERCTL);
     command.insert(command.end(), args.begin(), args.end());
     return run(command);
   }
 
-  static RunResult busctl(std::vector<std::string> args, bool asNobody = false) {
-    std::vector<std::string> command = asNobody ? kAsNobody : std::vector<std::string>{};
+  static RunResult busctl(std::vector<std::string> args, bool nobody = false) {
+    std::vector<std::string> command = nobody ? asNobody() : std::vector<std::string>{};
     command.emplace_back("busctl");
     command.emplace_back("--system");
     command.insert(command.end(), args.begin(), args.end());
     return run(command);
   }
 
-  static RunResult dbusSend(const std::string &method, std::vector<std::string> args,
-                            bool asNobody) {
-    std::vector<std::string> command = asNobody ? kAsNobody : std::vector<std::string>{};
+  static RunResult dbusSend(const std::string &method, std::vector<std::string> args, bool nobody) {
+    std::vector<std::string> command = nobody ? asNobody() : std::vector<std::string>{};
     for (const char *part : {"dbus-send", "--system", "--print-reply",
                              "--dest=org.pathkeeper.PathKeeper1", "/org/pathkeeper/PathKeeper1"}) {
       command.emplace_back(part);
@@ -364,10 +380,6 @@ protected:
     return true;
   }
 
-  static inline std::string skipReason_;
-  static inline std::string setupError_;
-  static inline fs::path dir_;
-  static inline Process *bus_ = nullptr;
   std::unique_ptr<Process> server_;
 };
 
@@ -590,10 +602,10 @@ TEST_F(DbusHost, SignalsQueuedWhileTheSocketIsFullAreFlushedWithoutNewRequests) 
     added += change.type == ctl::BusChange::Type::Added ? 1U : 0U;
   });
   static_cast<void>(client.snapshot());
-  ASSERT_EQ(kill(bus_->pid(), SIGSTOP), 0);
+  ASSERT_EQ(kill(suite().bus->pid(), SIGSTOP), 0);
   server_->send("paths 20000");
   auto published = server_->readLine(120000ms);
-  kill(bus_->pid(), SIGCONT);
+  kill(suite().bus->pid(), SIGCONT);
   ASSERT_EQ(published.value_or("(timeout)"), "ok");
   const auto start = std::chrono::steady_clock::now();
   EXPECT_TRUE(pump(*connection, [&] { return added == 20000U; }))
@@ -621,6 +633,7 @@ TEST_F(DbusHost, PathkeeperctlShowsStatusWatchesAndFailsAPath) {
   auto failed = ctl({"fail-path", "sdb"});
   EXPECT_EQ(failed.status, 0) << failed.err;
   std::vector<std::string> lines;
+  lines.reserve(3);
   for (int i = 0; i < 3; ++i) {
     lines.push_back(watch.readLine().value_or("(timeout)"));
   }
@@ -767,12 +780,14 @@ TEST_F(DbusHost, PathkeeperctlSaysWhenTheDaemonIsNotRunning) {
 }
 
 TEST_F(DbusHost, OnlyRootMayOwnTheName) {
-  auto connection =
-      run({kAsNobody[0], kAsNobody[1], kAsNobody[2], kAsNobody[3], kAsNobody[4], "dbus-send",
-           "--system", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
-           "org.freedesktop.DBus.RequestName", "string:org.pathkeeper.PathKeeper1", "uint32:0"});
-  EXPECT_NE(connection.status, 0);
-  EXPECT_THAT(connection.err, HasSubstr("AccessDenied"));
+  auto command = asNobody();
+  command.insert(command.end(),
+                 {"dbus-send", "--system", "--print-reply", "--dest=org.freedesktop.DBus",
+                  "/org/freedesktop/DBus", "org.freedesktop.DBus.RequestName",
+                  "string:org.pathkeeper.PathKeeper1", "uint32:0"});
+  auto request = run(command);
+  EXPECT_NE(request.status, 0);
+  EXPECT_THAT(request.err, HasSubstr("AccessDenied"));
 }
 
 } // namespace
