@@ -55,6 +55,10 @@ constexpr std::array<std::pair<GroupingPolicy, std::string_view>, 4> groupingNam
     {GroupingPolicy::GroupByPrio, "group_by_prio"},
 }};
 
+constexpr std::array<std::pair<ThroughputWeights, std::string_view>, 2> weightNames{{
+    {ThroughputWeights::Equal, "equal"},
+    {ThroughputWeights::Auto, "auto"},
+}};
 constexpr std::array<std::pair<Mode, std::string_view>, 3> modeNames{{
     {Mode::Auto, "auto"},
     {Mode::Owner, "owner"},
@@ -135,6 +139,10 @@ constexpr ConfigKey schema[] = {
      "the group has been usable for this many seconds (an integer, or a duration in whole "
      "seconds such as \"30s\", 1s..24h).",
      R"("followover")"},
+    {"defaults", "relative_throughput", "string", R"("equal")",
+     "Per-path weights of service-time maps: \"equal\" (every path 1), or \"auto\" (from each "
+     "path's NIC link speed, relative to the fastest path of the map, 1..100).",
+     R"("auto")"},
     // [health]
     {"health", "checker_interval", "duration", R"("5s")", "How often a working path is checked.",
      R"("10s")"},
@@ -1051,6 +1059,10 @@ void DocumentParser::parseDefaults(const toml::table &table) {
       if (auto value = checked(node, key, bindingsFileError)) {
         defaults.bindingsFile = *value;
       }
+    } else if (name.str() == "relative_throughput") {
+      if (auto value = choice(node, key, "relative_throughput", weightNames)) {
+        defaults.relativeThroughput = *value;
+      }
     } else if (name.str() == "mode") {
       if (auto value = choice(node, key, "mode", modeNames)) {
         defaults.mode = *value;
@@ -1560,6 +1572,10 @@ std::string toString(NoPathRetry retry) {
     break;
   }
   return std::to_string(retry.count);
+}
+
+std::string_view toString(ThroughputWeights weights) {
+  return nameOf(weightNames, weights);
 }
 
 std::string toString(Failback failback) {

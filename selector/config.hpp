@@ -126,6 +126,15 @@ struct DiscoverySettings {
   bool operator==(const DiscoverySettings &) const = default;
 };
 
+/// @brief How service-time maps weigh their paths (relative_throughput).
+enum class ThroughputWeights {
+  Equal, ///< every path 1, as multipathd's "service-time 0"
+  Auto,  ///< from each path's NIC link speed, relative to the fastest in the map
+};
+
+/// @brief The config spelling, "equal" or "auto".
+std::string_view toString(ThroughputWeights weights);
+
 /// @brief The [defaults] table.
 struct Defaults {
   GroupingPolicy grouping = GroupingPolicy::GroupByController;
@@ -141,6 +150,7 @@ struct Defaults {
   QueueMode queueMode = QueueMode::Default;
   bool retainAttachedHwHandler = false;
   Failback failback;
+  ThroughputWeights relativeThroughput = ThroughputWeights::Equal;
   HealthSettings health;
 
   bool operator==(const Defaults &) const = default;

@@ -5,6 +5,8 @@
 #include "grouping.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -246,6 +248,48 @@ Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings,
   std::sort(plan.maps.begin(), plan.maps.end(),
             [](const PlannedMap &a, const PlannedMap &b) { return a.spec.alias < b.spec.alias; });
   return plan;
+}
+
+bool applyLinkSpeedWeights(PlannedMap &map,
+                           const std::map<std::string, unsigned, std::less<>> &speedMbpsByNetdev) {
+  if (map.spec.selector != SelectorKind::ServiceTime &&
+      map.spec.selector != SelectorKind::HistoricalServiceTime) {
+    return false;
+  }
+  unsigned fastest = 0;
+  unsigned slowest = std::numeric_limits<unsigned>::max();
+  for (const auto &group : map.spec.groups) {
+    for (const auto &path : group.paths) {
+      auto speed = speedMbpsByNetdev.find(path.netdev);
+      if (path.netdev.empty() || speed == speedMbpsByNetdev.end() || speed->second == 0) {
+        return false; // one unknown speed makes every weight a guess
+      }
+      fastest = std::max(fastest, speed->second);
+      slowest = std::min(slowest, speed->second);
+    }
+  }
+  if (fastest == 0 || fastest == slowest) {
+    return false;
+  }
+  std::string weights;
+  for (auto &group : map.spec.groups) {
+    for (auto &path : group.paths) {
+      const unsigned speed = speedMbpsByNetdev.find(path.netdev)->second;
+      const auto weight = static_cast<unsigned>(
+          (static_cast<std::uint64_t>(speed) * kMaxRelativeThroughput + fastest / 2) / fastest);
+      path.relativeThroughput = std::max(1U, weight);
+      weights += (weights.empty() ? "" : ", ") + path.device + " " +
+                 std::to_string(path.relativeThroughput) + " (" + path.netdev + " " +
+                 std::to_string(speed) + " Mb/s)";
+    }
+  }
+  auto table = renderDmTable(map.spec);
+  if (!table) {
+    return false;
+  }
+  map.table = *table;
+  map.notes.push_back("relative_throughput from link speeds: " + weights);
+  return true;
 }
 
 } // namespace pathkeeper::selector

@@ -8,6 +8,7 @@
 #include "model.hpp"
 #include "names.hpp"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,5 +67,15 @@ struct KernelCapabilities {
 /// note, when @p kernel lacks it.
 Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings = {},
               KernelCapabilities kernel = {});
+
+/// @brief relative_throughput = "auto" from link speeds: in a service-time
+/// map whose paths' NICs have different known speeds, each path's weight
+/// becomes round(100 * speed / fastest), at least 1, and the table is
+/// rendered again (with a note saying why). A map whose speeds are all equal,
+/// or where any path's NIC speed is unknown (absent from
+/// @p speedMbpsByNetdev), is left as it is: equal weights.
+/// @return true when the weights changed.
+bool applyLinkSpeedWeights(PlannedMap &map,
+                           const std::map<std::string, unsigned, std::less<>> &speedMbpsByNetdev);
 
 } // namespace pathkeeper::selector

@@ -531,6 +531,21 @@ TEST(ConfigLayering, RemembersWhereEachDefaultWasSet) {
   EXPECT_EQ(config->keyOrigins.at("health.flap_window"), "90-late.conf:3:15");
 }
 
+// ------------------------------------------- relative_throughput
+
+TEST(ConfigRelativeThroughput, IsEqualUnlessSetToAuto) {
+  EXPECT_EQ(Defaults{}.relativeThroughput, ThroughputWeights::Equal);
+  EXPECT_EQ(parseOk("[defaults]\nrelative_throughput = \"auto\"\n").defaults.relativeThroughput,
+            ThroughputWeights::Auto);
+  EXPECT_EQ(parseOk("[defaults]\nrelative_throughput = \"equal\"\n").defaults.relativeThroughput,
+            ThroughputWeights::Equal);
+  EXPECT_EQ(toString(ThroughputWeights::Auto), "auto");
+  EXPECT_THAT(parseError("[defaults]\nrelative_throughput = 50\n"),
+              HasSubstr("pathkeeper.conf:2:23: defaults.relative_throughput"));
+  EXPECT_THAT(parseError("[defaults]\nrelative_throughput = \"fast\"\n"),
+              HasSubstr("defaults.relative_throughput"));
+}
+
 // ------------------------------------------- failback, proactive failover
 
 TEST(ConfigFailback, AcceptsTheThreeWordsAndAnyWholeNumberOfSeconds) {

@@ -209,5 +209,42 @@ TEST(PlanMaps, FallsBackToServiceTimeWhenTheKernelLacksHistoricalServiceTime) {
       << with.maps.at(1).table;
 }
 
+TEST(ApplyLinkSpeedWeights, WeighsServiceTimePathsByTheirNicsSpeed) {
+  auto plan = planMaps(xservePaths(), xserveConfig());
+  auto upper = plan.maps[1];
+  ASSERT_EQ(upper.spec.alias, "xserve-upper");
+  EXPECT_TRUE(applyLinkSpeedWeights(upper, {{"eth1", 10000}, {"eth2", 1000}}));
+  EXPECT_EQ(upper.spec.groups[0].paths[0].relativeThroughput, 100U);
+  EXPECT_EQ(upper.spec.groups[0].paths[1].relativeThroughput, 10U);
+  EXPECT_EQ(upper.table, "0 2097152 multipath 1 queue_if_no_path 0 1 1 service-time 0 2 2 "
+                         "8:16 1 100 8:48 1 10");
+  ASSERT_FALSE(upper.notes.empty());
+  EXPECT_NE(upper.notes.back().find("sdd 10 (eth2 1000 Mb/s)"), std::string::npos)
+      << upper.notes.back();
+}
+
+TEST(ApplyLinkSpeedWeights, GivesAVerySlowPathWeightOneNotZero) {
+  auto upper = planMaps(xservePaths(), xserveConfig()).maps[1];
+  EXPECT_TRUE(applyLinkSpeedWeights(upper, {{"eth1", 100000}, {"eth2", 10}}));
+  EXPECT_EQ(upper.spec.groups[0].paths[1].relativeThroughput, 1U);
+}
+
+TEST(ApplyLinkSpeedWeights, LeavesEqualSpeedsAndUnknownSpeedsAlone) {
+  auto upper = planMaps(xservePaths(), xserveConfig()).maps[1];
+  const std::string table = upper.table;
+  EXPECT_FALSE(applyLinkSpeedWeights(upper, {{"eth1", 1000}, {"eth2", 1000}}));
+  EXPECT_FALSE(applyLinkSpeedWeights(upper, {{"eth1", 1000}}));
+  EXPECT_FALSE(applyLinkSpeedWeights(upper, {{"eth1", 1000}, {"eth2", 0}}));
+  EXPECT_EQ(upper.table, table);
+  EXPECT_EQ(upper.spec.groups[0].paths[0].relativeThroughput, 1U);
+}
+
+TEST(ApplyLinkSpeedWeights, LeavesOtherSelectorsAlone) {
+  Config config = xserveConfig();
+  config.defaults.selector = SelectorKind::RoundRobin;
+  auto upper = planMaps(xservePaths(), config).maps[1];
+  EXPECT_FALSE(applyLinkSpeedWeights(upper, {{"eth1", 10000}, {"eth2", 1000}}));
+}
+
 } // namespace
 } // namespace pathkeeper::selector
