@@ -10,6 +10,7 @@
 #include "session_coverage.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <csignal>
 #include <fstream>
 #include <set>
@@ -203,6 +204,7 @@ void Daemon::onDeviceEvents() {
   const auto now = Clock::now();
   std::vector<std::string> changed;
   bool mapsChanged = false;
+  bool inventoryTouched = false;
   for (DeviceEvent &ev : monitor_->receive()) {
     if (!ev.dmAction.empty()) {
       const std::string device = deviceOfDevt(ev.dmPath);
@@ -246,8 +248,9 @@ void Daemon::onDeviceEvents() {
     }
     auto names = sysfs_.apply(inventory_, ev.event);
     changed.insert(changed.end(), names.begin(), names.end());
+    inventoryTouched = true;
   }
-  if (!changed.empty()) {
+  if (inventoryTouched) {
     std::sort(changed.begin(), changed.end());
     changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
     syncHealth(changed, now);
@@ -272,26 +275,39 @@ void Daemon::pollSessions() {
       sessions.push_back(name);
     }
   }
+  bool stateChanged = !sessions.empty();
   for (const auto &name : sessions) {
     UdevEvent ev{UdevEvent::Action::Change, "iscsi_session",
                  sysfs_.devpathOf(fs::path("class/iscsi_session") / name)};
-    if (!ev.devpath.empty()) {
-      auto names = sysfs_.apply(inventory_, ev);
-      changed.insert(changed.end(), names.begin(), names.end());
+    if (ev.devpath.empty()) {
+      log::warning(fmt::format("{} changed state but has no device path in sysfs", name));
+      continue;
     }
+    auto names = sysfs_.apply(inventory_, ev);
+    std::string list;
+    for (const auto &n : names) {
+      list += (list.empty() ? "" : " ") + n;
+    }
+    log::debug(fmt::format("{}: re-read, paths changed: {}", name, list.empty() ? "none" : list));
+    changed.insert(changed.end(), names.begin(), names.end());
   }
+  std::vector<UdevEvent> diskEvents; // applied after the walk: apply() edits the map
   for (const auto &[name, disk] : inventory_.disks) {
     if (disk.session.empty()) {
       continue;
     }
     const std::string state = readSmallFile(options_.sysfsRoot / "block" / name / "device/state");
     if (!state.empty() && state != disk.state) {
-      UdevEvent ev{UdevEvent::Action::Change, "block", disk.devpath};
-      auto names = sysfs_.apply(inventory_, ev);
-      changed.insert(changed.end(), names.begin(), names.end());
+      log::debug(fmt::format("{}: device {} -> {}", name, disk.state, state), {{"PATH", name}});
+      diskEvents.push_back({UdevEvent::Action::Change, "block", disk.devpath});
     }
   }
-  if (!changed.empty()) {
+  for (const auto &ev : diskEvents) {
+    stateChanged = true;
+    auto names = sysfs_.apply(inventory_, ev);
+    changed.insert(changed.end(), names.begin(), names.end());
+  }
+  if (stateChanged) {
     std::sort(changed.begin(), changed.end());
     changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
     syncHealth(changed, now);
@@ -308,13 +324,19 @@ void Daemon::syncHealth(const std::vector<std::string> &changed, Clock::time_poi
       if (known) {
         log::info(fmt::format("path {} removed", device), {{"PATH", device}});
         apply(health_.removePath(device, now));
-        membership = true;
       }
-      continue;
-    }
-    if (!known) {
+    } else if (!known) {
       addToHealth(*path, now);
-      membership = true;
+    }
+    membership = true; // added, removed, or its WWID, size or priority changed
+  }
+  // Push every path's facts, not only the changed paths': a session that
+  // fails after the kernel already blocked its disk leaves the derived path
+  // as it was (down either way), yet the health engine must hear of it. The
+  // engine ignores facts that did not change, so this is cheap.
+  for (const auto &device : health_.devices()) {
+    const InventoryPath *path = pathByDevice(device);
+    if (path == nullptr) {
       continue;
     }
     const PathFacts facts = factsOf(*path);
@@ -322,7 +344,6 @@ void Daemon::syncHealth(const std::vector<std::string> &changed, Clock::time_poi
     apply(health_.sessionChanged(device, facts.session, now));
     apply(health_.deviceChanged(device, facts.device, now));
     apply(health_.aluaChanged(device, facts.alua, now));
-    membership = true; // WWID, size or priority may have changed
   }
   if (membership) {
     requestReconcile("paths changed");
@@ -716,11 +737,19 @@ void Daemon::reconcile() {
         log::error(fmt::format("cannot write {}: {}", bindingsFile.string(), ec.message()));
       }
     }
+    std::map<std::string, unsigned, std::less<>> speeds;
+    if (config_.defaults.relativeThroughput == selector::ThroughputWeights::Auto) {
+      speeds = linkSpeeds();
+    }
     for (auto &planned : plan.maps) {
       auto override = selectorOverrides_.find(planned.spec.alias);
       if (override != selectorOverrides_.end() && planned.spec.selector != override->second) {
         planned.spec.selector = override->second;
         planned.table.clear(); // the reconciler renders it again
+      }
+      if (!speeds.empty() && selector::applyLinkSpeedWeights(planned, speeds)) {
+        log::debug(fmt::format("map {}: {}", planned.spec.alias, planned.notes.back()),
+                   {{"MAP", planned.spec.alias}});
       }
     }
     input.desired = std::move(plan.maps);
@@ -1227,6 +1256,25 @@ void Daemon::writeStateFile(const StateSnapshot &snap) const {
   if (ec) {
     log::warning(fmt::format("cannot replace {}: {}", options_.stateFile.string(), ec.message()));
   }
+}
+
+std::map<std::string, unsigned, std::less<>> Daemon::linkSpeeds() const {
+  std::map<std::string, unsigned, std::less<>> speeds;
+  for (const auto &[name, path] : inventory_.paths) {
+    const std::string &nic = path.path.netdev;
+    if (nic.empty() || speeds.contains(nic)) {
+      continue;
+    }
+    // "speed" is Mb/s; -1 or unreadable when the driver does not know (link
+    // down, virtual NICs without a set speed).
+    const std::string text = readSmallFile(options_.sysfsRoot / "class/net" / nic / "speed");
+    long speed = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), speed);
+    if (ec == std::errc() && speed > 0 && speed <= 10'000'000) {
+      speeds.emplace(nic, static_cast<unsigned>(speed));
+    }
+  }
+  return speeds;
 }
 
 // --- helpers --------------------------------------------------------------------------

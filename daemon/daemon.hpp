@@ -124,6 +124,8 @@ private:
   void writeStateFile(const StateSnapshot &snap) const;
 
   // Helpers.
+  /// @brief Link speed in Mb/s per NIC the paths use, where the NIC knows it.
+  [[nodiscard]] std::map<std::string, unsigned, std::less<>> linkSpeeds() const;
   [[nodiscard]] PathFacts factsOf(const InventoryPath &path) const;
   [[nodiscard]] const InventoryPath *pathByDevice(const std::string &device) const;
   [[nodiscard]] std::string deviceOfDevt(const std::string &devt) const;
