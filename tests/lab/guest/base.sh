@@ -152,6 +152,8 @@ lab_run_scenario() {
 
 lab_diagnostics_on_failure() {
     (($1 == 0)) && return 0
+    set +eE
+    trap - ERR
     lab_step "diagnostics (the run failed with $1)"
     {
         echo "== ini_paths"; ini_paths
@@ -161,6 +163,18 @@ lab_diagnostics_on_failure() {
         echo "== ns tgt"; net_ns ip -br addr; net_ns ip neigh; net_ns bridge link
         echo "== dmsetup"; dmsetup table; dmsetup status
         echo "== dmesg (last 60)"; dmesg | tail -n 60
+        local c pid t
+        for c in /proc/[0-9]*/comm; do
+            [[ $(<"$c") == pathkeeperd || $(<"$c") == multipathd ]] 2>/dev/null || continue
+            pid=${c#/proc/}
+            pid=${pid%/comm}
+            echo "== $(<"$c") $pid: kernel stacks"
+            for t in /proc/"$pid"/task/*; do
+                echo "-- task ${t##*/} ($(<"$t/comm")) wchan $(<"$t/wchan")"
+                cat "$t/stack" || true
+            done
+        done
+        [[ -f $LAB_RUN/pathkeeperd-state.json ]] && { echo "== pathkeeperd state"; cat "$LAB_RUN/pathkeeperd-state.json"; }
     } >"$RESULTS/files/diagnostics.txt" 2>&1
     local f
     for f in "$LAB_RUN"/*.log; do

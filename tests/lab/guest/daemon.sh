@@ -33,6 +33,11 @@ pd_start() {
     lab_log "pathkeeperd started (pid $PD_PID)"
 }
 
+# pd_bus_objects PATTERN: object paths below the root matching PATTERN.
+pd_bus_objects() {
+    busctl --system --list tree org.pathkeeper.PathKeeper1 2>/dev/null | grep -c -- "$1"
+}
+
 pd_alive() { kill -0 "$PD_PID" 2>/dev/null; }
 
 # pd_stop: SIGTERM, and the daemon must exit by itself.
@@ -111,6 +116,12 @@ pd_owner() {
     done
     lab_check "the state file says 2 maps, 4 paths" \
         test "$(jq '.maps | length' "$PD_STATE")/$(jq '.paths | length' "$PD_STATE")" = 2/4
+    busctl --system tree org.pathkeeper.PathKeeper1 || true
+    lab_check "D-Bus: 2 map objects and 4 path objects on the system bus" \
+        test "$(pd_bus_objects /maps/)/$(pd_bus_objects /paths/)" = 2/4
+    lab_check "D-Bus: the Manager's Status matches the state file" \
+        test "$(busctl --system get-property org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
+            org.pathkeeper.PathKeeper1.Manager Status | sed 's/^s "\(.*\)"$/\1/')" = "$(jq -r .status "$PD_STATE")"
 
     lab_step "daemon 2: checksummed I/O through both maps"
     lab_check "xserve-upper: 8 MiB round trip" pd_io_roundtrip xserve-upper 0
@@ -342,7 +353,7 @@ pd_topology() {
 }
 
 pd_demo() {
-    local daemon=$1 sd dev t_cut t_fail t_login t_up
+    local daemon=$1 ctl=${2:-} sd dev t_cut t_fail t_login t_up
     pk_mask_multipath_uevent_check
     pd_write_config service-time
 
@@ -355,6 +366,12 @@ pd_demo() {
     dmsetup status | grep multipath
     echo "--- pathkeeperd's topology ($PD_STATE)"
     pd_topology
+    if [[ -n $ctl ]]; then
+        echo "--- pathkeeperctl status (over D-Bus)"
+        "$ctl" status || true
+    fi
+    echo "--- busctl --system tree org.pathkeeper.PathKeeper1"
+    busctl --system tree org.pathkeeper.PathKeeper1 || true
     echo "--- pathkeeperd's log so far"
     cat "$PD_LOG"
 
@@ -380,6 +397,7 @@ pd_demo() {
     t_up=$(pd_ms)
     lab_log "$sd reinstated $((t_up - t_login)) ms after its session logged in"
     pd_topology
+    [[ -n $ctl ]] && { "$ctl" status || true; }
     echo "--- pathkeeperd's log of the fault"
     grep -e "PATH=$sd" "$PD_LOG" | tail -n 8
     lab_check "pathkeeperd exits on SIGTERM and leaves the maps" pd_stop

@@ -80,7 +80,9 @@ net_routes_apply() {
     policy)
         local t=${NET_TABLE[$nic]}
         ip route replace "$NET_PREFIX.0/24" dev "$nic" src "${NET_ADDR[$nic]}" table "$t"
-        ip rule show | grep -q "from ${NET_ADDR[$nic]} lookup $t" ||
+        # Not `ip rule show | grep -q`: under pipefail, grep -q closing the
+        # pipe early can fail the check and re-add an existing rule.
+        [[ $(ip rule show) == *"from ${NET_ADDR[$nic]} lookup $t"* ]] ||
             ip rule add from "${NET_ADDR[$nic]}" table "$t" priority "$((1000 + t))"
         ;;
     host32)

@@ -9,7 +9,6 @@
 #       smoke    dm-multipath by hand: I/O, cut eth1, failover, restore
 #       failed   cut eth1 and leave its sessions FAILED (for a capture)
 #       grammar  pathkeeper's tables in the real kernel (needs ctl= and tool=)
-#       demo     the README's demo: plan, load, fail over (needs ctl=)
 #       plan     pathkeeperctl plan --json vs multipath -v3 -d (needs ctl=)
 #       faults   every fault helper once, each checked and undone
 #       daemon   pathkeeperd owns the maps: failover, event-driven reinstatement,
@@ -102,12 +101,11 @@ scenario_run() {
         smoke) xs_smoke ;;
         failed) xs_failed ;;
         grammar) pk_grammar_variants "$(xs_arg ctl "" "$@")" "$(xs_arg tool "" "$@")" ;;
-        demo) pk_demo "$(xs_arg ctl "" "$@")" ;;
         plan) pc_xserve_plan "$(xs_arg ctl "" "$@")" ;;
         faults) xs_faults ;;
         daemon) pd_owner "$(xs_arg daemon "" "$@")" ;;
         companion) pd_companion "$(xs_arg daemon "" "$@")" ;;
-        daemon-demo) pd_demo "$(xs_arg daemon "" "$@")" ;;
+        daemon-demo) pd_demo "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
         dmadapter) source "$LAB_DIR/guest/dm_adapter.sh" && dma_run "$(xs_arg tool "" "$@")" ;;
         bench) bench_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" ;;
         esac
