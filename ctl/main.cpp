@@ -7,6 +7,7 @@
 #include "dbus_client_commands.hpp"
 #include "discover.hpp"
 #include "doctor.hpp"
+#include "export_conf.hpp"
 #include "inventory_file.hpp"
 #include "kernel_caps.hpp"
 #include "names.hpp"
@@ -40,6 +41,9 @@ Commands:
   status, watch, fail-path, reinstate-path, switch-group, set-selector,
   reconfigure, rescan
             Show or change pathkeeperd's state over D-Bus (see D-Bus commands)
+  export multipath-conf
+            Print the multipath.conf that gives multipath-tools 0.9.4 the maps
+            of plan (same WWIDs, aliases, selector; groups as close as it can)
   version   Print the version
   help      Print this help
 
@@ -54,6 +58,12 @@ plan options:
   --json             Print JSON (schema 1, see pathkeeperctl(8))
 
 plan exit status: 0 on success, 1 on bad input or a failed read, 2 on bad usage.
+
+export multipath-conf options: those of plan except --json; same exit status.
+  The output is a whole /etc/multipath.conf: find_multipaths off, every WWID
+  blacklisted but the planned ones, hardware handlers in devices entries, one
+  multipaths entry per map. A comment line precedes each map whose groups
+  multipathd cannot reproduce exactly (grouping by controller label).
 
 discover options:
   --portal ADDR[:PORT]  Portal to probe (repeatable; IPv6 as [ADDR]:PORT; default
@@ -98,6 +108,7 @@ struct PlanOptions {
   std::filesystem::path configDir{daemon::kDefaultDropInDir};
   std::filesystem::path bindings{"/etc/multipath/bindings"};
   bool json = false;
+  bool exportConf = false; ///< export multipath-conf instead of the plan
 };
 
 int usageError(const std::string &message, int status = 2) {
@@ -295,7 +306,11 @@ int runPlan(const PlanOptions &options) {
   }
   auto plan =
       selector::planMaps(std::move(*paths), *config, std::move(bindings), daemon::probeKernel({}));
-  std::cout << (options.json ? ctl::planToJson(plan) : ctl::planToText(plan));
+  if (options.exportConf) {
+    std::cout << ctl::exportMultipathConf(plan, *config);
+  } else {
+    std::cout << (options.json ? ctl::planToJson(plan) : ctl::planToText(plan));
+  }
   return 0;
 }
 
@@ -334,10 +349,16 @@ int main(int argc, char **argv) {
     }
     return ctl::runDoctor(*options);
   }
-  if (command != "plan") {
+  PlanOptions options;
+  if (command == "export") {
+    if (i == args.size() || args[i] != "multipath-conf") {
+      return usageError("export: the only format is multipath-conf");
+    }
+    options.exportConf = true;
+    ++i;
+  } else if (command != "plan") {
     return usageError("unknown command '" + command + "'");
   }
-  PlanOptions options;
   options.verbose = verbose;
   bool sysfsRootGiven = false;
   for (; i < args.size(); ++i) {
@@ -348,7 +369,7 @@ int main(int argc, char **argv) {
       }
       return args[++i];
     };
-    if (arg == "--json") {
+    if (arg == "--json" && !options.exportConf) {
       options.json = true;
     } else if (arg == "-v" || arg == "--verbose") {
       options.verbose = true;
@@ -371,7 +392,7 @@ int main(int argc, char **argv) {
         options.bindings = *v;
       }
     } else {
-      return usageError("unknown option '" + arg + "' for plan");
+      return usageError("unknown option '" + arg + "' for " + command);
     }
   }
   if (options.inventory && sysfsRootGiven) {
