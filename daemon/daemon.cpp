@@ -77,6 +77,17 @@ DeviceState deviceStateOf(std::string_view text) {
   return DeviceState::Unknown;
 }
 
+// For the published counts: a path without a verdict yet (unknown, pending)
+// carries I/O when dm has it active, as it does in a fresh table.
+bool carriesIo(std::optional<PathState> state, const std::map<std::string, bool> &dmFailed,
+               const std::string &device) {
+  if (!state || *state == PathState::Unknown || *state == PathState::Pending) {
+    auto it = dmFailed.find(device);
+    return it != dmFailed.end() && !it->second;
+  }
+  return selector::isUsable(*state);
+}
+
 CheckStatus checkStatusOf(TurStatus status) {
   switch (status) {
   case TurStatus::Up:
@@ -151,6 +162,19 @@ void Daemon::start() {
     throw std::runtime_error(fmt::format("sysfs: {}", scanned.error()));
   }
   inventory_ = std::move(*scanned);
+  if (!inventory_.ignored.empty()) {
+    // pathkeeper manages iSCSI paths only; say which disks it leaves alone.
+    std::string names;
+    std::size_t shown = 0;
+    for (const auto &[name, reason] : inventory_.ignored) {
+      if (shown++ == 8) {
+        names += fmt::format(" and {} more", inventory_.ignored.size() - 8);
+        break;
+      }
+      names += (names.empty() ? "" : ", ") + name + " (" + reason + ")";
+    }
+    log::info(fmt::format("ignoring {} sd device(s): {}", inventory_.ignored.size(), names));
+  }
 
   if (mode_ == selector::Mode::Owner) {
     for (const auto &resumed : resumeSuspendedMaps(dm_)) {
@@ -1109,8 +1133,7 @@ StateSnapshot Daemon::snapshot() const {
       group.paths = map.groups[g];
       for (const auto &device : map.groups[g]) {
         ++view.totalPaths;
-        auto state = health_.state(device);
-        view.usablePaths += state && selector::isUsable(*state) ? 1U : 0U;
+        view.usablePaths += carriesIo(health_.state(device), map.dmFailed, device) ? 1U : 0U;
       }
       view.groups.push_back(std::move(group));
     }
