@@ -258,9 +258,14 @@ pd_kill9_adoption() {
 
 PD_MPD_LOG=$LAB_RUN/multipathd.log
 
+# pd_mpd_start [CONF]: Debian's multipathd in the background, logging to
+# $PD_MPD_LOG, with CONF as /etc/multipath.conf (default: the baseline below).
 pd_mpd_start() {
     mkdir -p /etc/multipath
-    cat >/etc/multipath.conf <<'CONF'
+    if [[ -n ${1:-} ]]; then
+        cp -- "$1" /etc/multipath.conf
+    else
+        cat >/etc/multipath.conf <<'CONF'
 defaults {
     user_friendly_names yes
     find_multipaths off
@@ -269,6 +274,7 @@ blacklist {
     devnode "^(ram|loop|fd|md|dm-|sr|scd|st|vd)[0-9]*"
 }
 CONF
+    fi
     : >/etc/multipath/wwids
     multipathd -d -s -v3 >"$PD_MPD_LOG" 2>&1 &
     PD_MPD_PID=$!

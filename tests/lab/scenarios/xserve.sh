@@ -14,6 +14,8 @@
 #       daemon   pathkeeperd owns the maps: failover, event-driven reinstatement,
 #                flap damping, SIGHUP, kill -9 and adoption (needs daemon=)
 #       companion  multipathd owns the maps, pathkeeperd follows (needs daemon=)
+#       dbus     pathkeeperd over D-Bus (status, busctl monitor, fail-path), then
+#                multipathd from `export multipath-conf` (needs daemon= and ctl=)
 #       daemon-demo  the README's demo with pathkeeperd (needs daemon=)
 #       dmadapter  the libdevmapper adapter on the real kernel (needs tool=)
 #       ctl=PATH pathkeeperctl; tool=PATH a check tool; daemon=PATH pathkeeperd
@@ -105,6 +107,7 @@ scenario_run() {
         faults) xs_faults ;;
         daemon) pd_owner "$(xs_arg daemon "" "$@")" ;;
         companion) pd_companion "$(xs_arg daemon "" "$@")" ;;
+        dbus) dc_run "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
         daemon-demo) pd_demo "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
         dmadapter) source "$LAB_DIR/guest/dm_adapter.sh" && dma_run "$(xs_arg tool "" "$@")" ;;
         bench) bench_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" ;;
