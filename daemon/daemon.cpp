@@ -494,9 +494,20 @@ Expected<void> Daemon::reinstatePath(const std::string &device) {
   if (state && !selector::isUsable(*state) && *state != PathState::Unknown &&
       *state != PathState::Pending) {
     if (held) {
-      log::notice(fmt::format("path {}: released by the admin; it stays failed while it is {}",
-                              device, selector::toString(*state)),
+      log::notice(fmt::format("path {}: released by the admin; checking it now (it is {})", device,
+                              selector::toString(*state)),
                   {{"PATH", device}});
+      // Check at once: a passing TUR reinstates it, rather than the next
+      // round of failed-path checks.
+      const auto now = Clock::now();
+      if (auto h = health_.health(device); h && !h->checkInFlight) {
+        apply(health_.markCheckStarted(device, now));
+        TurCheckRequest request;
+        request.device = device;
+        request.devnode = (options_.devRoot / device).string();
+        request.timeout = config_.defaults.health.checkerTimeout;
+        checker_->submit(std::move(request));
+      }
       return {};
     }
     return pathkeeper::fail(fmt::format("path {} is {}; it is reinstated once its checks pass",
