@@ -1188,6 +1188,10 @@ StateSnapshot Daemon::snapshot() const {
       view.portal = path->path.portal.str();
       view.netdev = path->path.netdev;
       view.controller = path->path.controller;
+      // The planner labels controllers on its own copies of the paths.
+      if (auto m = maps_.find(view.map); m != maps_.end() && m->second.desired) {
+        view.controller = m->second.desired->controller;
+      }
       view.alua = std::string(selector::toString(path->path.alua));
       view.sessionId = path->path.sessionId;
     }
