@@ -167,56 +167,7 @@ std::string statusToText(const daemon::StateSnapshot &snapshot, bool colour) {
 }
 
 std::string statusToJson(const daemon::StateSnapshot &snapshot) {
-  nlohmann::ordered_json json;
-  json["schema"] = 1;
-  json["version"] = snapshot.version;
-  json["mode"] = snapshot.mode;
-  json["status"] = snapshot.status;
-  json["maps"] = nlohmann::ordered_json::array();
-  for (const auto &map : snapshot.maps) {
-    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
-    for (const auto &group : map.groups) {
-      groups.push_back(
-          {{"number", group.number}, {"priority", group.priority}, {"paths", group.paths}});
-    }
-    json["maps"].push_back({{"alias", map.alias},
-                            {"wwid", map.wwid},
-                            {"dm_uuid", map.dmUuid},
-                            {"selector", map.selector},
-                            {"state", map.state},
-                            {"active_group", map.activeGroup},
-                            {"usable_paths", map.usablePaths},
-                            {"total_paths", map.totalPaths},
-                            {"queueing", map.queueing},
-                            {"groups", groups}});
-  }
-  json["paths"] = nlohmann::ordered_json::array();
-  for (const auto &path : snapshot.paths) {
-    json["paths"].push_back({{"device", path.device},
-                             {"devt", path.devt},
-                             {"map", path.map},
-                             {"state", path.state},
-                             {"dm_state", path.dmState},
-                             {"checker", path.checker},
-                             {"failures", path.failures},
-                             {"shaky", path.shaky},
-                             {"latency_us", path.latencyUs},
-                             {"alua", path.alua},
-                             {"wwid", path.wwid},
-                             {"target", path.target},
-                             {"portal", path.portal},
-                             {"netdev", path.netdev},
-                             {"controller", path.controller},
-                             {"session_id", path.sessionId},
-                             {"note", path.note}});
-  }
-  json["portals"] = nlohmann::ordered_json::array();
-  for (const auto &portal : snapshot.portals) {
-    json["portals"].push_back({{"address", portal.address},
-                               {"port", portal.port},
-                               {"reachability", portal.reachability}});
-  }
-  return json.dump(2) + "\n";
+  return daemon::snapshotToJson(snapshot);
 }
 
 std::string changeToText(const BusChange &change) {

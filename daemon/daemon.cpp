@@ -1230,61 +1230,12 @@ void Daemon::publish() {
 }
 
 void Daemon::writeStateFile(const StateSnapshot &snap) const {
-  nlohmann::json doc;
-  doc["schema"] = 1;
-  doc["ready"] = ready_;
-  doc["version"] = snap.version;
-  doc["mode"] = snap.mode;
-  doc["status"] = snap.status;
-  doc["maps"] = nlohmann::json::array();
-  for (const MapView &map : snap.maps) {
-    nlohmann::json groups = nlohmann::json::array();
-    for (const GroupView &group : map.groups) {
-      groups.push_back(
-          {{"number", group.number}, {"priority", group.priority}, {"paths", group.paths}});
-    }
-    doc["maps"].push_back({{"alias", map.alias},
-                           {"wwid", map.wwid},
-                           {"dm_uuid", map.dmUuid},
-                           {"selector", map.selector},
-                           {"state", map.state},
-                           {"active_group", map.activeGroup},
-                           {"usable_paths", map.usablePaths},
-                           {"total_paths", map.totalPaths},
-                           {"queueing", map.queueing},
-                           {"groups", std::move(groups)}});
-  }
-  doc["paths"] = nlohmann::json::array();
-  for (const PathView &path : snap.paths) {
-    doc["paths"].push_back({{"device", path.device},
-                            {"devt", path.devt},
-                            {"map", path.map},
-                            {"state", path.state},
-                            {"dm_state", path.dmState},
-                            {"checker", path.checker},
-                            {"failures", path.failures},
-                            {"shaky", path.shaky},
-                            {"latency_us", path.latencyUs},
-                            {"alua", path.alua},
-                            {"wwid", path.wwid},
-                            {"target", path.target},
-                            {"portal", path.portal},
-                            {"netdev", path.netdev},
-                            {"controller", path.controller},
-                            {"session", path.sessionId}});
-  }
-  doc["portals"] = nlohmann::json::array();
-  for (const PortalView &portal : snap.portals) {
-    doc["portals"].push_back({{"address", portal.address},
-                              {"port", portal.port},
-                              {"reachability", portal.reachability}});
-  }
   std::error_code ec;
   fs::create_directories(options_.stateFile.parent_path(), ec);
   const fs::path tmp = options_.stateFile.string() + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << doc.dump(2) << '\n';
+    out << snapshotToJson(snap, ready_);
     if (!out) {
       log::warning(fmt::format("cannot write {}", tmp.string()));
       return;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,10 @@ namespace pathkeeper::daemon {
 
 /// @brief One path as published.
 struct PathView {
-  std::string device; ///< "sdb": the object's key
-  std::string devt;   ///< "8:16"
-  std::string map;    ///< alias of the map holding it; "" when in none
-  std::string state;  ///< selector::toString(PathState): "up", "down", "shaky", ...
+  std::string device;  ///< "sdb": the object's key
+  std::string devt;    ///< "8:16"
+  std::string map;     ///< alias of the map holding it; "" when in none
+  std::string state;   ///< selector::toString(PathState): "up", "down", "shaky", ...
   std::string dmState; ///< "active", "failed" or "none" (not in a map)
   std::string checker; ///< last checker verdict in words; "" before the first check
   std::uint64_t failures = 0;
@@ -77,15 +78,20 @@ struct PortalView {
 
 /// @brief Everything published at one moment.
 struct StateSnapshot {
-  std::string version; ///< pathkeeperd's version
-  std::string mode;    ///< "owner" or "companion"
-  std::string status;  ///< "2 maps, 4 paths, 1 degraded"
+  std::string version;             ///< pathkeeperd's version
+  std::string mode;                ///< "owner" or "companion"
+  std::string status;              ///< "2 maps, 4 paths, 1 degraded"
   std::vector<MapView> maps;       ///< sorted by alias
   std::vector<PathView> paths;     ///< sorted by device
   std::vector<PortalView> portals; ///< sorted by address, port
 
   bool operator==(const StateSnapshot &) const = default;
 };
+
+/// @brief The snapshot as JSON (schema 1), the one rendering behind both
+/// `pathkeeperctl status --json` and pathkeeperd's state file; @p ready is
+/// added as "ready" when given (the state file says whether startup is done).
+std::string snapshotToJson(const StateSnapshot &snapshot, std::optional<bool> ready = {});
 
 /// @brief The admin's commands, as the daemon carries them out. Every
 /// method runs on the loop thread; an error is a readable message.
