@@ -9,16 +9,7 @@ set -euo pipefail
 ctl=$1 src=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passes=0 failures=0
-check() { # check DESCRIPTION COMMAND...
-  if "${@:2}"; then
-    echo "ok: $1"
-    passes=$((passes + 1))
-  else
-    echo "FAIL: $1"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "$0")/../common/check.sh"
 # fails_with DESCRIPTION STATUS MESSAGE ARGS...: discover exits STATUS and says MESSAGE on stderr.
 fails_with() {
   local description=$1 status=$2 message=$3 rc=0
@@ -157,5 +148,4 @@ check "unbound probe: nic null, source routing" test "$(k '.probes[0].nic'),$(k 
 check "refused is reported as such" test "$(k '.probes[0].error_kind')" = refused
 check "refused within a second" test "$(k '.probes[0].elapsed_ms')" -lt 1000
 
-echo "$passes passed, $failures failed"
-[[ $failures == 0 ]]
+check_summary

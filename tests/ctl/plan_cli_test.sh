@@ -7,16 +7,7 @@ set -euo pipefail
 ctl=$1 src=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passes=0 failures=0
-check() { # check DESCRIPTION COMMAND...
-  if "${@:2}"; then
-    echo "ok: $1"
-    passes=$((passes + 1))
-  else
-    echo "FAIL: $1"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "$0")/../common/check.sh"
 
 "$ctl" plan --inventory "$src/tests/data/inventory/xserve.toml" --config "$src/tests/data/config/xserve.conf" \
   --config-dir "$work/none" --bindings "$work/bindings" --json >"$work/plan.json"
@@ -97,5 +88,4 @@ rc=$?
 set -e
 check "bad usage exits 2" test "$rc" = 2
 
-echo "$passes passed, $failures failed"
-((failures == 0))
+check_summary

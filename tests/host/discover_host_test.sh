@@ -38,16 +38,7 @@ fi
 nicA=pkia-$tag nicB=pkib-$tag
 upper=iqn.2024-01.org.pathkeeper.test:upper lower=iqn.2024-01.org.pathkeeper.test:lower
 probe_name=iqn.2024-01.org.pathkeeper.test:host:pathkeeper-probe
-passes=0 failures=0
-check() { # check DESCRIPTION COMMAND...
-  if "${@:2}"; then
-    echo "ok: $1"
-    passes=$((passes + 1))
-  else
-    echo "FAIL: $1"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "$0")/../common/check.sh"
 discover() { # discover OUT ARGS...: runs discover in the initiator namespace, returns its status
   local out=$1 status=0
   shift
@@ -160,5 +151,4 @@ check "lower gone: exactly lower via A from NIC A is missing" \
   test "$(jq -r '[.missing_paths[] | "\(.target) \(.portal) \(.nic)"] | join(";")' "$work/lower.json")" = \
   "$lower 10.200.1.20:3260,1 $nicA"
 
-echo "$passes passed, $failures failed"
-[[ $failures == 0 ]]
+check_summary
