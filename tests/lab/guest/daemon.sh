@@ -169,6 +169,13 @@ pd_owner() {
     lab_save pathkeeperd.log "$PD_LOG"
 }
 
+# pd_flap_settled SD DEV: the daemon called SD shaky, or put it back in
+# service (active in dm and up in the daemon's state).
+pd_flap_settled() {
+    [[ $(pd_path_field "$1" shaky) == true ]] ||
+        { pd_dm_is xserve-upper "$2" A && [[ $(pd_path_field "$1" state) == up ]]; }
+}
+
 # pd_flapping SD DEV: flap eth1 until the daemon calls the path shaky; it
 # must then stay failed while the link is stable, until the hold-down ends.
 pd_flapping() {
@@ -179,6 +186,10 @@ pd_flapping() {
         lab_wait 60 "flap $i: $sd failed in dm" pd_dm_is xserve-upper "$dev" F
         fault_link_restore eth1
         lab_wait 120 "flap $i: $sd's session LOGGED_IN" pd_session_logged_in "$sd"
+        # A flap is down *and back up*: cutting again before the daemon has
+        # reinstated the path would only lengthen one outage, which rightly
+        # does not count as another failure.
+        lab_wait 30 "flap $i: $sd back in service or shaky" pd_flap_settled "$sd" "$dev"
         if [[ $(pd_path_field "$sd" shaky) == true ]]; then
             lab_log "$sd shaky after $i flaps"
             break
@@ -222,9 +233,15 @@ pd_kill9_adoption() {
     wait "$PD_PID" 2>/dev/null || true
     lab_check "no map is left suspended after kill -9" pd_no_map_suspended
     dmsetup info -c -o name,suspended,events | grep -e xserve -e Name
-    # Restart with the selector the kernel has now, so nothing needs changing.
+    # Restart with the selectors the kernel has now, so nothing needs changing.
+    # The kill can land between the two maps' reloads, leaving them with
+    # different selectors: name the lower map's own with a [[map]] entry.
+    local sel_l wwid_l
     sel=$(dmsetup table xserve-upper | grep -o -e service-time -e queue-length | head -1)
-    pd_write_config "$sel"
+    sel_l=$(dmsetup table xserve-lower | grep -o -e service-time -e queue-length | head -1)
+    wwid_l=$(dmsetup info -c --noheadings -o uuid xserve-lower | sed 's/^mpath-//')
+    lab_log "selectors after the kill: upper $sel, lower $sel_l"
+    pd_write_config "$sel" "$(printf '[[map]]\nwwid = "%s"\nselector = "%s"' "$wwid_l" "$sel_l")"
     # A table swap does not move the kernel's event counter, but it resets
     # every path's fail count: give each path a fail count first (fail and
     # reinstate it by hand), so that a reload would show.
