@@ -64,8 +64,10 @@ lab_boot() {
     lab_step "boot: mounts, modules, udev, D-Bus (kernel $(uname -r))"
     mkdir -p /dev/pts /etc/target
     mountpoint -q /dev/pts || mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
-    mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm
-    mount -t tmpfs -o mode=0755 tmpfs /run
+    mkdir -p /dev/shm
+    mountpoint -q /dev/shm || mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+    # Under systemd (lab run --systemd), /run is systemd's: never hide it.
+    [[ ${LAB_INIT:-} == systemd ]] || mount -t tmpfs -o mode=0755 tmpfs /run
     # No tmpfs over /tmp or /var/tmp: the overlay's tmpfs upper layer already
     # keeps the guest's writes private, and a fresh mount would hide a
     # checkout or build tree that lives there (CI clones into any folder).
@@ -86,6 +88,10 @@ lab_boot() {
     mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null || true
     lab_log "modules loaded: ${LAB_MODULE_LIST[*]}"
 
+    if [[ ${LAB_INIT:-} == systemd ]]; then
+        lab_boot_systemd
+        return
+    fi
     # udev from the host root, so /dev/mapper, /dev/disk/by-id and
     # multipath-tools behave as on a real system.
     /lib/systemd/systemd-udevd --daemon --resolve-names=never ||
@@ -130,6 +136,15 @@ XML
         dbus-daemon --config-file="$LAB_RUN/dbus-system.conf" --fork ||
         lab_die "dbus-daemon did not start"
     lab_wait 10 "the guest's system bus" test -S /run/dbus/system_bus_socket
+}
+
+# Under systemd, udevd and the system bus are systemd's units: wait for them.
+lab_boot_systemd() {
+    lab_wait 60 "systemd-udevd active" systemctl is-active --quiet systemd-udevd.service
+    udevadm trigger --action=add --subsystem-match=block >/dev/null 2>&1 || true
+    udevadm settle --timeout=30 || lab_log "udevadm settle timed out (continuing)"
+    lab_wait 60 "the system bus socket (dbus.socket)" test -S /run/dbus/system_bus_socket
+    lab_log "systemd $(systemctl --version | awk 'NR == 1 {print $2}') is PID 1: $(systemctl is-system-running 2>&1)"
 }
 
 # Runs the scenario: setup, then its run function with the scenario args, then
