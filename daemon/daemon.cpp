@@ -6,6 +6,7 @@
 #include "kernel_caps.hpp"
 #include "log.hpp"
 #include "names.hpp"
+#include "net_iscsi_records.hpp"
 #include "reconciler.hpp"
 #include "session_coverage.hpp"
 
@@ -18,6 +19,7 @@
 #include <system_error>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <sys/epoll.h>
 #include <systemd/sd-daemon.h>
@@ -212,6 +214,7 @@ void Daemon::start() {
   });
   probeTimer_ = loop_.addTimer(far, [this] { startProbes(); });
   startProbes();
+  startNetworkWatch();
   startDueChecks(Clock::now());
   rearmHealthTimer();
 
@@ -627,8 +630,19 @@ void Daemon::apply(const HealthTracker::Decisions &decisions) {
     const std::string verb = decision.action == DmAction::Fail        ? "fail"
                              : decision.action == DmAction::Reinstate ? "reinstate"
                                                                       : "state";
+    // Correlation (issue #8): a failing path whose NIC or portal has a
+    // network finding says so, e.g. "its traffic leaves via eth1 although
+    // bound to eth2".
+    std::string cause;
+    if (path != nullptr &&
+        (decision.action == DmAction::Fail || decision.state == PathState::Shaky)) {
+      cause = findingNoteFor(networkFindings_, decision.device, path->path.netdev,
+                             path->path.portal.str());
+    }
     log::write(
-        level, fmt::format("path {} {}: {} ({})", decision.device, verb, state, decision.reason),
+        level,
+        fmt::format("path {} {}: {} ({}){}", decision.device, verb, state, decision.reason,
+                    cause.empty() ? std::string{} : "; " + cause),
         {{"PATH", decision.device},
          {"MAP", map},
          {"WWID", path != nullptr ? path->path.wwid : ""},
@@ -1116,6 +1130,53 @@ void Daemon::finishProbe(const std::string &key) {
 
 // --- publishing ------------------------------------------------------------------
 
+void Daemon::startNetworkWatch() {
+  try {
+    networkWatch_ = std::make_unique<NetworkWatch>(
+        loop_, NetworkChecker(options_.sysfsRoot),
+        [this](const std::vector<Finding> &findings) { onNetworkFindings(findings); },
+        NetworkWatch::Options{});
+  } catch (const std::system_error &error) {
+    log::warning(fmt::format("network check disabled: {}", error.what()));
+    return;
+  }
+  networkWatch_->setBindings(mergeBindings(bindingsFromSessions(inventory_)));
+}
+
+void Daemon::onNetworkFindings(const std::vector<Finding> &findings) {
+  const auto before = toViews(networkFindings_);
+  const auto after = toViews(findings);
+  auto has = [](const std::vector<FindingView> &views, const std::string &key) {
+    return std::any_of(views.begin(), views.end(),
+                       [&](const FindingView &v) { return v.key == key; });
+  };
+  for (const auto &view : after) {
+    if (has(before, view.key)) {
+      continue;
+    }
+    const auto level = view.severity == "error"     ? log::Level::Error
+                       : view.severity == "warning" ? log::Level::Warning
+                                                    : log::Level::Info;
+    log::write(level,
+               fmt::format("network check: {} ({}); fix: {}", view.summary, view.id,
+                           view.fix.empty() ? std::string("see pathkeeperctl doctor")
+                                            : fmt::format("{}", fmt::join(view.fix, "; "))),
+               {{"FINDING", view.id},
+                {"NICS", fmt::format("{}", fmt::join(view.nics, ","))},
+                {"PORTALS", fmt::format("{}", fmt::join(view.portals, ","))},
+                {"PATHS", fmt::format("{}", fmt::join(view.paths, ","))}},
+               log::id::kNetworkFinding);
+  }
+  for (const auto &view : before) {
+    if (!has(after, view.key)) {
+      log::notice(fmt::format("network check: resolved: {} ({})", view.summary, view.id),
+                  {{"FINDING", view.id}});
+    }
+  }
+  networkFindings_ = findings;
+  requestPublish();
+}
+
 void Daemon::requestPublish() {
   if (ready_ && publishTimer_.active()) {
     EventLoop::rearm(publishTimer_, Clock::now() + options_.debounce);
@@ -1194,6 +1255,7 @@ StateSnapshot Daemon::snapshot() const {
       }
       view.alua = std::string(selector::toString(path->path.alua));
       view.sessionId = path->path.sessionId;
+      view.note = findingNoteFor(networkFindings_, device, view.netdev, view.portal);
     }
     snap.paths.push_back(std::move(view));
   }
@@ -1204,6 +1266,7 @@ StateSnapshot Daemon::snapshot() const {
     view.reachability = portal.reachability;
     snap.portals.push_back(std::move(view));
   }
+  snap.findings = toViews(networkFindings_);
   snap.status = fmt::format("{} map{}, {} path{}", snap.maps.size(),
                             snap.maps.size() == 1 ? "" : "s", paths, paths == 1 ? "" : "s");
   if (degraded > 0) {
@@ -1216,6 +1279,11 @@ StateSnapshot Daemon::snapshot() const {
 }
 
 void Daemon::publish() {
+  if (networkWatch_) {
+    // Sessions come and go with the inventory; the watch re-checks only
+    // when the bindings really changed.
+    networkWatch_->setBindings(mergeBindings(bindingsFromSessions(inventory_)));
+  }
   const StateSnapshot snap = snapshot();
   if (snap.status != lastStatus_) {
     sd_notify(0, fmt::format("STATUS={}", snap.status).c_str());

@@ -17,6 +17,7 @@
 #include "health.hpp"
 #include "iscsi_discovery.hpp"
 #include "multipathd_client.hpp"
+#include "network_watch.hpp"
 #include "plan.hpp"
 #include "reconciler.hpp"
 #include "state_model.hpp"
@@ -119,6 +120,9 @@ private:
   void syncProbe(const std::string &key);
   void finishProbe(const std::string &key);
   void sendPathMessage(const std::string &device, bool fail, const std::string &reason);
+  // The network check (issue #8): re-run on netlink changes by NetworkWatch.
+  void startNetworkWatch();
+  void onNetworkFindings(const std::vector<Finding> &findings);
   void requestPublish();
   void publish();
   void writeStateFile(const StateSnapshot &snap) const;
@@ -139,6 +143,8 @@ private:
   selector::KernelCapabilities kernel_;
   SysfsInventory sysfs_;
   Inventory inventory_;
+  std::unique_ptr<NetworkWatch> networkWatch_;
+  std::vector<Finding> networkFindings_;
   HealthTracker health_;
   FailbackTracker failback_;
   std::unique_ptr<TurChecker> checker_;

@@ -5,6 +5,7 @@ target_sources(pathkeeper_daemon PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/netcheck.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/net_netlink.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/net_iscsi_records.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/network_watch.cpp
 )
 # libnl-route-3 for links, addresses, rules and RTM_GETROUTE
 # (Debian libnl-3-dev, libnl-route-3-dev).

@@ -109,6 +109,8 @@ struct Binding {
   std::vector<std::string> paths;   ///< sd devices over this binding, when known
   std::vector<std::string> maps;    ///< WWIDs of the LUNs these paths reach
   std::vector<std::string> origins; ///< "session3", "iface iface0", "--nic"
+
+  bool operator==(const Binding &) const = default;
 };
 
 /// @brief The two lookups each binding needs: with the output interface

@@ -57,6 +57,18 @@ std::string snapshotToJson(const StateSnapshot &snapshot, std::optional<bool> re
                                {"port", portal.port},
                                {"reachability", portal.reachability}});
   }
+  json["findings"] = nlohmann::ordered_json::array();
+  for (const auto &finding : snapshot.findings) {
+    json["findings"].push_back({{"key", finding.key},
+                                {"id", finding.id},
+                                {"severity", finding.severity},
+                                {"summary", finding.summary},
+                                {"explanation", finding.explanation},
+                                {"nics", finding.nics},
+                                {"portals", finding.portals},
+                                {"paths", finding.paths},
+                                {"fix", finding.fix}});
+  }
   return json.dump(2) + "\n";
 }
 

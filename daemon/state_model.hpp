@@ -76,14 +76,30 @@ struct PortalView {
   bool operator==(const PortalView &) const = default;
 };
 
+/// @brief One network check finding (issue #8), as published.
+struct FindingView {
+  std::string key;      ///< the object's key: "wrong-egress:eth2,eth1"
+  std::string id;       ///< the finding's kind: wrong-egress, arp-flux, ...
+  std::string severity; ///< "info", "warning" or "error"
+  std::string summary;
+  std::string explanation;
+  std::vector<std::string> nics;
+  std::vector<std::string> portals; ///< "ADDR:PORT"
+  std::vector<std::string> paths;   ///< sd devices
+  std::vector<std::string> fix;     ///< shell commands, in order; never run by pathkeeper
+
+  bool operator==(const FindingView &) const = default;
+};
+
 /// @brief Everything published at one moment.
 struct StateSnapshot {
-  std::string version;             ///< pathkeeperd's version
-  std::string mode;                ///< "owner" or "companion"
-  std::string status;              ///< "2 maps, 4 paths, 1 degraded"
-  std::vector<MapView> maps;       ///< sorted by alias
-  std::vector<PathView> paths;     ///< sorted by device
-  std::vector<PortalView> portals; ///< sorted by address, port
+  std::string version;               ///< pathkeeperd's version
+  std::string mode;                  ///< "owner" or "companion"
+  std::string status;                ///< "2 maps, 4 paths, 1 degraded"
+  std::vector<MapView> maps;         ///< sorted by alias
+  std::vector<PathView> paths;       ///< sorted by device
+  std::vector<PortalView> portals;   ///< sorted by address, port
+  std::vector<FindingView> findings; ///< sorted by key
 
   bool operator==(const StateSnapshot &) const = default;
 };

@@ -36,6 +36,8 @@ const char *interfaceOf(ObjectKind kind) {
     return kPathInterface;
   case ObjectKind::Portal:
     return kPortalInterface;
+  case ObjectKind::Finding:
+    return kFindingInterface;
   }
   return kManagerInterface;
 }
@@ -102,6 +104,8 @@ std::string objectPathOf(ObjectKind kind, std::string_view key) {
     return fmt::format("{}/paths/{}", kRootPath, escapePathLabel(key));
   case ObjectKind::Portal:
     return fmt::format("{}/portals/{}", kRootPath, escapePathLabel(key));
+  case ObjectKind::Finding:
+    return fmt::format("{}/findings/{}", kRootPath, escapePathLabel(key));
   }
   return kRootPath;
 }

@@ -21,6 +21,7 @@ inline constexpr const char *kManagerInterface = "org.pathkeeper.PathKeeper1.Man
 inline constexpr const char *kMapInterface = "org.pathkeeper.PathKeeper1.Map";
 inline constexpr const char *kPathInterface = "org.pathkeeper.PathKeeper1.Path";
 inline constexpr const char *kPortalInterface = "org.pathkeeper.PathKeeper1.Portal";
+inline constexpr const char *kFindingInterface = "org.pathkeeper.PathKeeper1.Finding";
 inline constexpr const char *kManageAction = "org.pathkeeper.PathKeeper1.manage";
 
 /// @brief Error names; the message always says what went wrong in words.
@@ -31,7 +32,7 @@ inline constexpr const char *kErrorFailed = "org.pathkeeper.PathKeeper1.Error.Fa
 inline constexpr const char *kErrorAccessDenied = "org.pathkeeper.PathKeeper1.Error.AccessDenied";
 
 /// @brief The kinds of child objects under kRootPath.
-enum class ObjectKind { Manager, Map, Path, Portal };
+enum class ObjectKind { Manager, Map, Path, Portal, Finding };
 
 /// @brief The interface an object of @p kind carries.
 [[nodiscard]] const char *interfaceOf(ObjectKind kind);
@@ -44,7 +45,7 @@ enum class ObjectKind { Manager, Map, Path, Portal };
 /// @brief Reverses escapePathLabel(); fails on an element it cannot produce.
 [[nodiscard]] Expected<std::string> unescapePathLabel(std::string_view element);
 
-/// @brief The object path of the Map, Path or Portal keyed @p key (root for Manager).
+/// @brief The object path of the Map, Path, Portal or Finding keyed @p key (root for Manager).
 [[nodiscard]] std::string objectPathOf(ObjectKind kind, std::string_view key);
 
 /// @brief The key of a portal's object: "ADDRESS:PORT", "[ADDRESS]:PORT" for IPv6.

@@ -19,6 +19,7 @@ namespace pathkeeper::dbus {
 namespace {
 
 namespace gen = org::pathkeeper::PathKeeper1;
+using daemon::FindingView;
 using daemon::MapView;
 using daemon::PathView;
 using daemon::PortalView;
@@ -133,6 +134,37 @@ private:
   std::map<std::string, std::string> Reachability() override { return view_.reachability; }
 
   PortalView view_;
+};
+
+// The adaptor bases' destructors are protected and non-virtual; this final
+// class is owned as itself, never deleted through a base.
+// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor)
+class FindingObject final
+    : public sdbus::AdaptorInterfaces<gen::Finding_adaptor, sdbus::ManagedObject_adaptor,
+                                      sdbus::Properties_adaptor> {
+public:
+  FindingObject(sdbus::IConnection &connection, FindingView view)
+      : AdaptorInterfaces(connection, objectPathOf(ObjectKind::Finding, view.key)),
+        view_(std::move(view)) {
+    registerAdaptor();
+  }
+  ~FindingObject() { unregisterAdaptor(); }
+  FindingObject(const FindingObject &) = delete;
+  FindingObject &operator=(const FindingObject &) = delete;
+
+  void set(const FindingView &view) { view_ = view; }
+
+private:
+  std::string Id() override { return view_.id; }
+  std::string Severity() override { return view_.severity; }
+  std::string Summary() override { return view_.summary; }
+  std::string Explanation() override { return view_.explanation; }
+  std::vector<std::string> NetDevs() override { return view_.nics; }
+  std::vector<std::string> Portals() override { return view_.portals; }
+  std::vector<std::string> Paths() override { return view_.paths; }
+  std::vector<std::string> Fix() override { return view_.fix; }
+
+  FindingView view_;
 };
 
 // The root object: Manager properties and methods, and the ObjectManager.
@@ -332,6 +364,7 @@ struct DbusPublisher::Tree {
   std::map<std::string, std::unique_ptr<MapObject>> maps;
   std::map<std::string, std::unique_ptr<PathObject>> paths;
   std::map<std::string, std::unique_ptr<PortalObject>> portals;
+  std::map<std::string, std::unique_ptr<FindingObject>> findings;
 };
 
 DbusPublisher::DbusPublisher(sdbus::IConnection &connection, daemon::Commands &commands,
@@ -384,6 +417,8 @@ void DbusPublisher::publish(const StateSnapshot &snapshot) {
   const auto paths = byKey<std::string>(now.paths, [](const PathView &v) { return v.device; });
   const auto portals =
       byKey<std::string>(now.portals, [](const PortalView &v) { return portalKey(v); });
+  const auto findings =
+      byKey<std::string>(now.findings, [](const FindingView &v) { return v.key; });
   for (const auto &change : changes) {
     switch (change.kind) {
     case ObjectKind::Map:
@@ -394,6 +429,9 @@ void DbusPublisher::publish(const StateSnapshot &snapshot) {
       break;
     case ObjectKind::Portal:
       apply(tree_->connection, change, tree_->portals, portals);
+      break;
+    case ObjectKind::Finding:
+      apply(tree_->connection, change, tree_->findings, findings);
       break;
     case ObjectKind::Manager:
       tree_->manager.emitPropertiesChangedSignal(kManagerInterface, change.properties);

@@ -5,6 +5,7 @@
 namespace pathkeeper::dbus {
 namespace {
 
+using daemon::FindingView;
 using daemon::MapView;
 using daemon::PathView;
 using daemon::PortalView;
@@ -33,6 +34,9 @@ std::string keyOf(const PathView &path) {
 }
 std::string keyOf(const PortalView &portal) {
   return portalKey(portal);
+}
+std::string keyOf(const FindingView &finding) {
+  return finding.key;
 }
 
 template <typename View>
@@ -110,11 +114,25 @@ std::vector<std::string> changedProperties(const PortalView &before, const Porta
   return Differ{}.field("Reachability", before.reachability, after.reachability).take();
 }
 
+std::vector<std::string> changedProperties(const FindingView &before, const FindingView &after) {
+  return Differ{}
+      .field("Id", before.id, after.id)
+      .field("Severity", before.severity, after.severity)
+      .field("Summary", before.summary, after.summary)
+      .field("Explanation", before.explanation, after.explanation)
+      .field("NetDevs", before.nics, after.nics)
+      .field("Portals", before.portals, after.portals)
+      .field("Paths", before.paths, after.paths)
+      .field("Fix", before.fix, after.fix)
+      .take();
+}
+
 std::vector<ObjectChange> diffSnapshots(const StateSnapshot &before, const StateSnapshot &after) {
   std::vector<ObjectChange> changes;
   diffObjects(ObjectKind::Map, before.maps, after.maps, changes);
   diffObjects(ObjectKind::Path, before.paths, after.paths, changes);
   diffObjects(ObjectKind::Portal, before.portals, after.portals, changes);
+  diffObjects(ObjectKind::Finding, before.findings, after.findings, changes);
   auto manager = Differ{}
                      .field("Version", before.version, after.version)
                      .field("Mode", before.mode, after.mode)

@@ -26,7 +26,7 @@ struct ObjectChange {
 };
 
 /// @brief The changes that turn @p before into @p after on the bus. Order:
-/// for maps, then paths, then portals: removals, additions, property changes
+/// for maps, then paths, then portals, then findings: removals, additions, property changes
 /// (each by key); the Manager's properties last, so that Status follows the
 /// details it summarises. Empty when nothing a client can see changed.
 [[nodiscard]] std::vector<ObjectChange> diffSnapshots(const daemon::StateSnapshot &before,
@@ -41,5 +41,8 @@ struct ObjectChange {
 /// @brief The D-Bus properties in which two views of one portal differ.
 [[nodiscard]] std::vector<std::string> changedProperties(const daemon::PortalView &before,
                                                          const daemon::PortalView &after);
+/// @brief The D-Bus properties in which two views of one finding differ.
+[[nodiscard]] std::vector<std::string> changedProperties(const daemon::FindingView &before,
+                                                         const daemon::FindingView &after);
 
 } // namespace pathkeeper::dbus

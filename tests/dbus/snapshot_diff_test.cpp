@@ -104,6 +104,47 @@ TEST(DbusSnapshotDiff, PortalReachabilityChangeAndPortKeyedObjects) {
                                        {"Reachability"}}));
 }
 
+TEST(DbusSnapshotDiff, FindingsComeAndGoAsObjectsAndChangeTheirProperties) {
+  auto before = sample::sampleSnapshot();
+  daemon::FindingView egress;
+  egress.key = "wrong-egress:eth2,eth1";
+  egress.id = "wrong-egress";
+  egress.severity = "error";
+  egress.paths = {"sdb"};
+  before.findings = {egress};
+  auto after = before;
+  after.findings[0].paths = {"sdb", "sdd"};
+  daemon::FindingView flux;
+  flux.key = "arp-flux:eth1,eth2";
+  flux.id = "arp-flux";
+  after.findings.insert(after.findings.begin(), flux);
+  EXPECT_THAT(diffSnapshots(before, after),
+              ElementsAre(ObjectChange{Type::Added, ObjectKind::Finding, "arp-flux:eth1,eth2", {}},
+                          ObjectChange{Type::PropertiesChanged,
+                                       ObjectKind::Finding,
+                                       "wrong-egress:eth2,eth1",
+                                       {"Paths"}}));
+  EXPECT_THAT(
+      diffSnapshots(after, sample::sampleSnapshot()),
+      ElementsAre(ObjectChange{Type::Removed, ObjectKind::Finding, "arp-flux:eth1,eth2", {}},
+                  ObjectChange{Type::Removed, ObjectKind::Finding, "wrong-egress:eth2,eth1", {}}));
+}
+
+TEST(DbusSnapshotDiff, EveryFindingFieldIsAProperty) {
+  daemon::FindingView a;
+  daemon::FindingView b;
+  b.id = "x";
+  b.severity = "x";
+  b.summary = "x";
+  b.explanation = "x";
+  b.nics = {"x"};
+  b.portals = {"x"};
+  b.paths = {"x"};
+  b.fix = {"x"};
+  EXPECT_THAT(changedProperties(a, b), ElementsAre("Id", "Severity", "Summary", "Explanation",
+                                                   "NetDevs", "Portals", "Paths", "Fix"));
+}
+
 TEST(DbusSnapshotDiff, EveryPathFieldIsAProperty) {
   daemon::PathView a;
   daemon::PathView b;

@@ -14,8 +14,10 @@
 //
 // Needs root and network namespaces; without them every test is SKIPPED
 // with the reason, never passed.
+#include "event_loop.hpp"
 #include "net_netlink.hpp"
 #include "netcheck.hpp"
+#include "network_watch.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -308,6 +310,53 @@ TEST_F(NetcheckNetns, TheFixScriptMakesTheFindingsGoAndRunsTwice) {
   const CommandResult after = doctor("");
   EXPECT_EQ(after.status, 0) << after.out;
   EXPECT_THAT(after.out, HasSubstr("Findings: 0 "));
+}
+
+// The daemon's side: NetworkWatch on an sd-event loop, inside the namespace.
+// Its periodic re-check is pushed out of reach, so only rtnetlink's change
+// notifications can make it notice that the fix script ran.
+TEST_F(NetcheckNetns, TheDaemonsWatchSeesTheFixThroughNetlinkAlone) {
+  enter();
+  std::vector<std::vector<std::string>> reports;
+  std::string fixError;
+  {
+    EventLoop loop;
+    NetworkWatch::Options options;
+    options.settle = std::chrono::milliseconds(100);
+    options.periodic = std::chrono::hours(1);
+    std::unique_ptr<NetworkWatch> watch;
+    watch = std::make_unique<NetworkWatch>(
+        loop, NetworkChecker(),
+        [&](const std::vector<Finding> &findings) {
+          reports.push_back(ids(findings));
+          if (reports.size() == 1) {
+            // Apply the fix from the loop's own callback: the loop learns of
+            // it only from the netlink messages the commands cause.
+            const auto file = work_ / "watch-fix.sh";
+            std::ofstream(file) << renderFixScript(findings);
+            const CommandResult applied =
+                run(fmt::format("ip netns exec {} sh {} 2>&1", ns(), file.string()));
+            if (applied.status != 0) {
+              fixError = applied.out;
+              loop.exit(1);
+            }
+          } else if (findings.empty()) {
+            loop.exit(0);
+          }
+        },
+        options);
+    watch->setBindings(bindings());
+    // A guard against a hang, not a timing assertion.
+    auto guard =
+        loop.addTimer(EventLoop::Clock::now() + std::chrono::seconds(30), [&] { loop.exit(2); });
+    const int rc = loop.run();
+    EXPECT_EQ(rc, 0) << "0: the findings went; 1: the fix failed; 2: no netlink-driven re-check";
+  }
+  leave();
+  EXPECT_THAT(fixError, IsEmpty());
+  ASSERT_GE(reports.size(), 2U);
+  EXPECT_THAT(reports.front(), Contains("unbound-egress"));
+  EXPECT_THAT(reports.back(), IsEmpty());
 }
 
 TEST_F(NetcheckNetns, StrictRpFilterGivesAFinding) {

@@ -2,7 +2,8 @@
 # one address (10.10.1.10); the same Xserve RAID behind the same MDS portals;
 # four sessions (2 portals x 2 controllers) from one iface bound to bond0.
 #
-# args: (none)
+# args: netcheck  pathkeeperd's network check recognises the bond and finds
+#                 nothing wrong (needs daemon= and ctl=)
 
 source "$LAB_DIR/scenarios/xserve.sh"
 
@@ -24,4 +25,10 @@ scenario_run() {
     xs_check_basics
     lab_check "all sessions use iface0 (bond0)" \
         test "$(ini_paths | awk '$6 != "iface0"' | wc -l)" -eq 0
+    local a
+    for a; do
+        case $a in
+        netcheck) nc_bonded "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
+        esac
+    done
 }

@@ -18,6 +18,8 @@
 #                multipathd from `export multipath-conf` (needs daemon= and ctl=)
 #       daemon-demo  the README's demo with pathkeeperd (needs daemon=)
 #       dmadapter  the libdevmapper adapter on the real kernel (needs tool=)
+#       netcheck pathkeeperd's network check: with routing=none an
+#                unbound-egress finding, counters, the fix (needs daemon= and ctl=)
 #       ctl=PATH pathkeeperctl; tool=PATH a check tool; daemon=PATH pathkeeperd
 
 XS_SWITCH=mds-gw
@@ -110,6 +112,7 @@ scenario_run() {
         dbus) dc_run "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
         daemon-demo) pd_demo "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
         dmadapter) source "$LAB_DIR/guest/dm_adapter.sh" && dma_run "$(xs_arg tool "" "$@")" ;;
+        netcheck) nc_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
         bench) bench_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" ;;
         esac
     done
