@@ -20,6 +20,9 @@
 #       dmadapter  the libdevmapper adapter on the real kernel (needs tool=)
 #       netcheck pathkeeperd's network check: with routing=none an
 #                unbound-egress finding, counters, the fix (needs daemon= and ctl=)
+#       systemd  the installed package under systemd as PID 1: udev starts
+#                pathkeeperd.service, reload, stop (needs lab run --systemd
+#                and deb=; the .deb is installed before the logins)
 #       ctl=PATH pathkeeperctl; tool=PATH a check tool; daemon=PATH pathkeeperd
 
 XS_SWITCH=mds-gw
@@ -70,6 +73,9 @@ scenario_setup() {
     ini_setup
     ini_iface iface0 eth1
     ini_iface iface1 eth2
+    local deb
+    deb=$(xs_arg deb "" "$@")
+    [[ -z $deb ]] || sy_install_deb "$deb"
     xs_login_all
     ini_wait_paths 4
 }
@@ -112,6 +118,7 @@ scenario_run() {
         dbus) dc_run "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
         daemon-demo) pd_demo "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
         dmadapter) source "$LAB_DIR/guest/dm_adapter.sh" && dma_run "$(xs_arg tool "" "$@")" ;;
+        systemd) sy_run ;;
         netcheck) nc_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
         bench) bench_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" ;;
         esac

@@ -1,0 +1,102 @@
+# Installed-package checks (issue #7, VM test vm_xserve_systemd): the guest
+# boots the host's systemd as PID 1 (lab run --systemd), installs pathkeeper's
+# .deb before any iSCSI login, and then only logs in: the package's udev rule
+# must start pathkeeperd.service, which builds the maps and publishes them on
+# the real system bus. Functions are prefixed sy_. Builds on daemon.sh (pd_*).
+
+SY_UNIT=pathkeeperd.service
+SY_DROPIN=/etc/pathkeeper/pathkeeper.conf.d
+
+# sy_install_deb DEB: dpkg -i on the guest (its dependencies are the host's
+# libraries, already present), plus the lab's controller rules as a drop-in.
+# Runs in the setup, before the logins.
+sy_install_deb() {
+    local deb=$1
+    lab_step "systemd 0: install $(basename "$deb") before any iSCSI login"
+    lab_check "the guest runs systemd as PID 1" test "$(cat /proc/1/comm)" = systemd
+    lab_check "dpkg -i $(basename "$deb")" dpkg -i "$deb"
+    dpkg -L pathkeeper | grep -e sbin -e rules.d -e '\.service' -e system.d/ -e man8 || true
+    mkdir -p "$SY_DROPIN"
+    cp "${LAB_DIR%/tests/lab}/tests/data/config/xserve.conf" "$SY_DROPIN/10-xserve.conf"
+    lab_check "the package did not start pathkeeperd (no paths yet)" \
+        not systemctl is-active --quiet "$SY_UNIT"
+    udevadm control --reload
+}
+
+sy_active() { systemctl is-active --quiet "$SY_UNIT"; }
+sy_prop() { systemctl show -P "$2" "$1"; }
+sy_selector_is() { [[ $(dmsetup table "$1" 2>/dev/null) == *" $2 "* ]]; }
+sy_bus_maps() { [[ $(busctl --system --list tree org.pathkeeper.PathKeeper1 2>/dev/null | grep -c /maps/) -eq $1 ]]; }
+sy_journal_has() { [[ $(journalctl -b -u "$SY_UNIT" --no-pager -o cat 2>/dev/null) == *$1* ]]; }
+
+# sy_refused_fail_path SD: FailPath as nobody fails with an access error (the
+# bus policy's or the daemon's polkit check), and SD stays active in dm.
+sy_refused_fail_path() {
+    local out rc=0
+    out=$(setpriv --reuid=65534 --regid=65534 --clear-groups \
+        busctl --system call org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
+        org.pathkeeper.PathKeeper1.Manager FailPath s "$1" 2>&1) || rc=$?
+    lab_log "FailPath as nobody: exit $rc: $out"
+    ((rc != 0)) && [[ $out == *[Aa]ccess* || $out == *[Aa]uthori* || $out == *uthenticat* || $out == *[Pp]ermission* ]] &&
+        [[ $(dmsetup status | grep -c " $(cat "/sys/block/$1/dev") F ") -eq 0 ]]
+}
+
+# sy_run: the checks after the logins.
+sy_run() {
+    lab_step "systemd 1: the udev rule started pathkeeperd"
+    lab_wait 90 "$SY_UNIT active" sy_active
+    local sd wanted
+    sd=$(ini_paths | awk '$1 ~ /^sd/ {print $1; exit}')
+    # The rule tags the SCSI device, not the block device (an owned path's
+    # block device is SYSTEMD_READY=0, and systemd ignores its wants).
+    udevadm info "/sys/block/$sd/device" | grep -e SYSTEMD_WANTS -e TAGS -e DEVPATH || true
+    lab_check "udev asks systemd for $SY_UNIT on $sd's SCSI device" \
+        grep -q "SYSTEMD_WANTS=.*$SY_UNIT" <(udevadm info "/sys/block/$sd/device")
+    wanted=$(sy_prop "$SY_UNIT" WantedBy)
+    lab_log "$SY_UNIT WantedBy: $wanted"
+    lab_check "$SY_UNIT is wanted by the sd devices' units, not by a target" \
+        grep -q '\.device' <<<"$wanted"
+    lab_check "nothing but udev started it (no enablement symlink)" \
+        test "$(systemctl is-enabled "$SY_UNIT" 2>&1)" != enabled
+    lab_check "$SY_UNIT is Type=notify and reached READY" \
+        test "$(sy_prop "$SY_UNIT" Type)/$(sy_prop "$SY_UNIT" ActiveState)" = notify/active
+
+    lab_step "systemd 2: the maps and the real system bus"
+    lab_wait 60 "xserve-upper and xserve-lower, 2 paths each" pd_maps_present
+    dmsetup table | grep multipath
+    lab_wait 30 "$SY_UNIT's status text names the maps" \
+        eval '[[ $(sy_prop "$SY_UNIT" StatusText) == *"2 maps"* ]]'
+    lab_log "status text: $(sy_prop "$SY_UNIT" StatusText)"
+    lab_wait 30 "busctl on the system bus shows 2 map objects" sy_bus_maps 2
+    busctl --system tree org.pathkeeper.PathKeeper1
+    lab_check "the bus name is owned by pathkeeperd's main PID" \
+        test "$(busctl --system status org.pathkeeper.PathKeeper1 2>/dev/null | sed -n 's/^PID=//p')" = "$(sy_prop "$SY_UNIT" MainPID)"
+    lab_check "an unprivileged user reads the Manager's Status" \
+        setpriv --reuid=65534 --regid=65534 --clear-groups \
+        busctl --system get-property org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
+        org.pathkeeper.PathKeeper1.Manager Status
+    lab_check "an unprivileged user is refused FailPath" sy_refused_fail_path "$sd"
+    lab_check "xserve-upper: 8 MiB round trip" pd_io_roundtrip xserve-upper 0
+    lab_check "the daemon logs to the journal (its map creation)" sy_journal_has "map xserve-upper created"
+
+    lab_step "systemd 3: systemctl reload applies a config change"
+    local pid
+    pid=$(sy_prop "$SY_UNIT" MainPID)
+    lab_check "xserve-upper uses service-time before the change" sy_selector_is xserve-upper service-time
+    printf '[defaults]\nselector = "queue-length"\n' >"$SY_DROPIN/20-selector.conf"
+    lab_check "systemctl reload $SY_UNIT" systemctl reload "$SY_UNIT"
+    lab_wait 60 "xserve-upper reloaded with queue-length" sy_selector_is xserve-upper queue-length
+    lab_wait 60 "xserve-lower reloaded with queue-length" sy_selector_is xserve-lower queue-length
+    lab_check "the same process (no restart: PID $pid)" test "$(sy_prop "$SY_UNIT" MainPID)" = "$pid"
+
+    lab_step "systemd 4: systemctl stop leaves the maps live"
+    lab_check "no watchdog kill or restart so far (NRestarts 0, WatchdogUSec $(sy_prop "$SY_UNIT" WatchdogUSec))" \
+        test "$(sy_prop "$SY_UNIT" NRestarts)" = 0
+    lab_check "systemctl stop $SY_UNIT" systemctl stop "$SY_UNIT"
+    lab_check "$SY_UNIT is inactive (not failed)" test "$(sy_prop "$SY_UNIT" ActiveState)" = inactive
+    lab_check "both maps are still there, 2 paths each" pd_maps_present
+    lab_check "no map is left suspended" pd_no_map_suspended
+    lab_check "xserve-lower: 8 MiB round trip with the daemon stopped" pd_io_roundtrip xserve-lower 16
+    lab_check "the name left the bus" not busctl --system status org.pathkeeper.PathKeeper1
+    journalctl -b -u "$SY_UNIT" --no-pager -o short-monotonic | lab_save pathkeeperd-journal.txt
+}
