@@ -1,0 +1,8 @@
+# Packaging tests (issue #7). Each fast check is its own test so that a
+# failure names its cause; the slow one builds the whole .deb.
+set(PK_PACKAGING_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/packaging)
+
+# systemd-analyze verify and the offline exposure score of the unit.
+add_test(NAME packaging.unit
+         COMMAND ${PK_PACKAGING_TESTS}/unit_test.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:pathkeeperd>)
+set_tests_properties(packaging.unit PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77)
