@@ -6,3 +6,9 @@ set(PK_PACKAGING_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/packaging)
 add_test(NAME packaging.unit
          COMMAND ${PK_PACKAGING_TESTS}/unit_test.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:pathkeeperd>)
 set_tests_properties(packaging.unit PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77)
+
+# The udev rules through udevadm test's parser and evaluator, on the captured
+# sysfs tree in a private mount namespace (root; otherwise SKIPPED).
+add_test(NAME packaging.udev_rules
+         COMMAND ${PK_PACKAGING_TESTS}/udev_rules_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(packaging.udev_rules PROPERTIES LABELS host TIMEOUT 60 SKIP_RETURN_CODE 77)
