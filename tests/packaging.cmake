@@ -4,7 +4,8 @@ set(PK_PACKAGING_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/packaging)
 
 # systemd-analyze verify and the offline exposure score of the unit.
 add_test(NAME packaging.unit
-         COMMAND ${PK_PACKAGING_TESTS}/unit_test.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:pathkeeperd>)
+         COMMAND ${PK_PACKAGING_TESTS}/unit_test.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:pathkeeperd>
+                 ${PROJECT_BINARY_DIR}/packaging/man)
 set_tests_properties(packaging.unit PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77)
 
 # The udev rules through udevadm test's parser and evaluator, on the captured
@@ -12,3 +13,10 @@ set_tests_properties(packaging.unit PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETUR
 add_test(NAME packaging.udev_rules
          COMMAND ${PK_PACKAGING_TESTS}/udev_rules_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(packaging.udev_rules PROPERTIES LABELS host TIMEOUT 60 SKIP_RETURN_CODE 77)
+
+# The man pages render without warnings and document every config key.
+add_test(NAME packaging.man
+         COMMAND ${PK_PACKAGING_TESTS}/man_test.sh ${PROJECT_SOURCE_DIR}
+                 ${PROJECT_BINARY_DIR}/packaging/man $<TARGET_FILE:man_config_keys>)
+set_tests_properties(packaging.man PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77)
+
