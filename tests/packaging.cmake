@@ -20,3 +20,12 @@ add_test(NAME packaging.man
                  ${PROJECT_BINARY_DIR}/packaging/man $<TARGET_FILE:man_config_keys>)
 set_tests_properties(packaging.man PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77)
 
+# The Debian package, built from a clean copy of the tree with
+# dpkg-buildpackage, then lintian, its contents, and the installed unit. It
+# compiles the whole project again (see README "Installing" for the time), so
+# it is a host test with a generous timeout. The .deb lands at a stable path
+# for the VM test: ${CMAKE_BINARY_DIR}/packaging/pathkeeper.deb.
+add_test(NAME packaging.deb
+         COMMAND ${PK_PACKAGING_TESTS}/deb_test.sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/packaging)
+# PK_DEB_PARALLEL in ctest's environment overrides its parallel=2.
+set_tests_properties(packaging.deb PROPERTIES LABELS host TIMEOUT 1800 SKIP_RETURN_CODE 77)
