@@ -120,6 +120,8 @@ public:
   /// the table still has the old weights).
   AdaptiveDecision evaluate(const AdaptiveInput &input, TimePoint now);
 
+  /// @brief New thresholds (SIGHUP); the time of the last reload is kept.
+  void setSettings(const AdaptiveSettings &settings) { settings_ = settings; }
   [[nodiscard]] std::optional<TimePoint> lastReload() const { return lastReload_; }
   [[nodiscard]] unsigned reloads() const { return reloads_; }
 
