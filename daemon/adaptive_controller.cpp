@@ -2,6 +2,8 @@
 
 #include "dm_table.hpp"
 
+#include <cmath>
+
 namespace pathkeeper::daemon {
 
 using selector::AdaptiveDecision;
@@ -41,6 +43,69 @@ void AdaptiveController::sample(const std::string &device, std::string_view stat
 
 void AdaptiveController::forgetPath(const std::string &device) {
   estimators_.erase(device);
+  published_.erase(device);
+}
+
+namespace {
+
+// True when @p now is outside the dead band around @p shown.
+bool movedBeyond(double shown, double now, double percent) {
+  if (shown <= 0) {
+    return now > 0;
+  }
+  return std::abs(now - shown) * 100.0 > percent * shown;
+}
+
+} // namespace
+
+bool AdaptiveController::refreshPublished() {
+  bool changed = false;
+  for (auto it = published_.begin(); it != published_.end();) {
+    if (!estimators_.contains(it->first)) {
+      it = published_.erase(it); // restarted or forgotten: unmeasured again
+      changed = true;
+    } else {
+      ++it;
+    }
+  }
+  for (const auto &[device, estimator] : estimators_) {
+    const selector::PathEstimate &estimate = estimator.estimate();
+    PublishedEstimate &shown = published_[device];
+    if (estimate.busySamples == 0) {
+      if (shown != PublishedEstimate{}) {
+        shown = PublishedEstimate{}; // reset: nothing measured since
+        changed = true;
+      }
+      continue;
+    }
+    PublishedEstimate next = shown;
+    if (movedBeyond(static_cast<double>(shown.throughputBps), estimate.throughputBytesPerSecond,
+                    kPublishDeadBandPercent)) {
+      next.throughputBps =
+          static_cast<std::uint64_t>(std::llround(estimate.throughputBytesPerSecond));
+    }
+    if (movedBeyond(static_cast<double>(shown.capacityBps), estimate.capacityBytesPerSecond,
+                    kPublishDeadBandPercent)) {
+      next.capacityBps = static_cast<std::uint64_t>(std::llround(estimate.capacityBytesPerSecond));
+    }
+    const double latencyUs = estimate.latencyMs * 1000.0;
+    if (shown.latencyUs < 0 ||
+        movedBeyond(static_cast<double>(shown.latencyUs), latencyUs, kPublishDeadBandPercent)) {
+      next.latencyUs = std::llround(latencyUs);
+    }
+    next.confidencePercent =
+        static_cast<unsigned>(std::floor(estimate.confidence * 10.0 + 1e-9)) * 10U;
+    if (next != shown) {
+      shown = next;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+PublishedEstimate AdaptiveController::published(const std::string &device) const {
+  auto it = published_.find(device);
+  return it == published_.end() ? PublishedEstimate{} : it->second;
 }
 
 AdaptiveDecision AdaptiveController::evaluate(const AdaptiveMapInput &input, TimePoint now,

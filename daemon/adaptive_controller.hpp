@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <optional>
@@ -31,6 +32,16 @@ struct AdaptiveRecord {
   std::string reason;
 
   bool operator==(const AdaptiveRecord &) const = default;
+};
+
+/// @brief A path's estimates as last published.
+struct PublishedEstimate {
+  std::uint64_t throughputBps = 0;
+  std::uint64_t capacityBps = 0;
+  std::int64_t latencyUs = -1;
+  unsigned confidencePercent = 0; ///< in steps of 10
+
+  bool operator==(const PublishedEstimate &) const = default;
 };
 
 /// @brief What the daemon knows about one map when it asks for a decision.
@@ -80,6 +91,17 @@ public:
   /// @brief Forgets a map's governor, decisions and history (no longer adaptive).
   void forgetMap(const std::string &alias);
 
+  /// @brief Publishing without a storm: moves each path's published figures
+  /// to its estimates only where a figure moved by more than
+  /// kPublishDeadBandPercent (or the confidence to another tenth), so that a
+  /// busy path's ordinary jitter does not announce PropertiesChanged every
+  /// sample. The weights and decisions, which matter, are published at once.
+  /// @return true when anything published changed.
+  bool refreshPublished();
+  /// @brief Published figures of @p device; defaults when never published.
+  [[nodiscard]] PublishedEstimate published(const std::string &device) const;
+  static constexpr double kPublishDeadBandPercent = 10;
+
   /// @brief The estimate of @p device, if it was ever sampled.
   [[nodiscard]] const selector::PathEstimate *estimate(const std::string &device) const;
   /// @brief The weight last decided for @p device, if any.
@@ -99,6 +121,7 @@ private:
   selector::AdaptiveSettings settings_;
   std::map<std::string, selector::PathEstimator> estimators_; ///< by device
   std::map<std::string, MapState> maps_;                      ///< by alias
+  std::map<std::string, PublishedEstimate> published_;        ///< by device
 };
 
 } // namespace pathkeeper::daemon

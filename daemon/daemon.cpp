@@ -347,6 +347,7 @@ void Daemon::sampleAdaptive() {
   const auto now = Clock::now();
   const auto wall = std::chrono::system_clock::now();
   std::string reloaded;
+  bool recordedAny = false;
   for (const auto &[alias, map] : maps_) {
     if (!map.desired) {
       continue; // companion mode, or not ours: multipathd or nobody sets its weights
@@ -406,13 +407,19 @@ void Daemon::sampleAdaptive() {
       log::write(log::Level::Notice, decision.reason, {{"MAP", alias}}, log::id::kAdaptiveDecision);
       reloaded += (reloaded.empty() ? "" : ", ") + alias;
     } else if (recorded) {
+      recordedAny = true;
       log::write(log::Level::Info, decision.reason, {{"MAP", alias}}, log::id::kAdaptiveDecision);
     } else {
       log::debug(decision.reason, {{"MAP", alias}});
     }
   }
   if (!reloaded.empty()) {
-    requestReconcile("adaptive selection: " + reloaded);
+    requestReconcile("adaptive selection: " + reloaded); // publishes when done
+  }
+  // Only when something visible moved: the state file is rewritten and
+  // D-Bus diffed on every publish.
+  if (adaptive_.refreshPublished() || recordedAny) {
+    requestPublish();
   }
   EventLoop::rearm(adaptiveTimer_, now + config_.adaptive.sampleInterval);
 }
@@ -918,8 +925,10 @@ void Daemon::reconcile() {
                  {{"MAP", action.map}, {"WWID", action.uuid.substr(kMultipathUuidPrefix.size())}},
                  log::id::kMapCreated);
     } else if (action.kind == ActionKind::Reload) {
-      log::write(log::Level::Notice, fmt::format("{}", action.describe()), {{"MAP", action.map}},
-                 log::id::kMapReloaded);
+      log::write(log::Level::Notice,
+                 fmt::format("{} in {:.1f} ms", action.describe(),
+                             static_cast<double>(outcome.elapsed.count()) / 1000.0),
+                 {{"MAP", action.map}}, log::id::kMapReloaded);
     } else {
       log::info(action.describe(), {{"MAP", action.map}});
     }
@@ -1233,6 +1242,15 @@ StateSnapshot Daemon::snapshot() const {
     view.selector = map.selector;
     view.activeGroup = map.activeGroup;
     view.queueing = map.queueing;
+    if (map.desired && adaptiveWanted(*map.desired) && !selectorOverrides_.contains(alias)) {
+      view.adaptive = map.desired->autoSelector ? "selector" : "weights";
+    }
+    view.adaptiveReloads = adaptive_.reloads(alias);
+    for (const auto &record : adaptive_.history(alias)) {
+      view.adaptiveDecisions.push_back(
+          {std::chrono::duration_cast<std::chrono::seconds>(record.at.time_since_epoch()).count(),
+           std::string(selector::toString(record.action)), record.reason});
+    }
     for (std::size_t g = 0; g < map.groups.size(); ++g) {
       GroupView group;
       group.number = static_cast<unsigned>(g + 1);
@@ -1277,6 +1295,16 @@ StateSnapshot Daemon::snapshot() const {
     view.failures = h->failures;
     view.shaky = h->shaky;
     view.latencyUs = h->lastCheckLatency ? h->lastCheckLatency->count() : -1;
+    const PublishedEstimate estimate = adaptive_.published(device);
+    view.throughputBps = estimate.throughputBps;
+    view.capacityBps = estimate.capacityBps;
+    view.ioLatencyUs = estimate.latencyUs;
+    view.confidence = estimate.confidencePercent;
+    if (auto m = maps_.find(view.map); m != maps_.end()) {
+      if (auto w = m->second.liveWeights.find(device); w != m->second.liveWeights.end()) {
+        view.weight = w->second;
+      }
+    }
     if (const InventoryPath *path = pathByDevice(device)) {
       view.devt = path->path.devt.str();
       view.wwid = path->path.wwid;

@@ -172,6 +172,55 @@ TEST(AdaptiveController, ForgetsAMapThatIsNoLongerAdaptive) {
   EXPECT_EQ(controller.reloads("xserve-upper"), 0U);
 }
 
+TEST(AdaptiveControllerPublishing, AnnouncesAnEstimateOnceThenOnlyMovesBeyondTheDeadBand) {
+  AdaptiveController controller;
+  EXPECT_EQ(controller.published("sda"), PublishedEstimate{});
+  feed(controller, 2);
+  EXPECT_TRUE(controller.refreshPublished());
+  const PublishedEstimate first = controller.published("sda");
+  EXPECT_NEAR(static_cast<double>(first.throughputBps), 4e6, 0.05e6);
+  EXPECT_NEAR(static_cast<double>(first.capacityBps), 4e6, 0.05e6);
+  EXPECT_EQ(first.confidencePercent, 10U);
+  EXPECT_GT(first.latencyUs, 0);
+  EXPECT_FALSE(controller.refreshPublished());
+}
+
+TEST(AdaptiveControllerPublishing, KeepsASteadyBusyPathQuietWhileConfidenceClimbsInTenths) {
+  AdaptiveController controller;
+  feed(controller, 2);
+  controller.refreshPublished();
+  // Continue the same steady load: 40 more samples, each published at once.
+  int announcements = 0;
+  for (int i = 2; i < 42; ++i) {
+    const auto seconds = static_cast<std::uint64_t>(2 * i);
+    controller.sample("sda", statText(4000000 * seconds, 1000 * seconds), t0 + seconds * 1s);
+    controller.sample("sdb", statText(1000000 * seconds, 1000 * seconds), t0 + seconds * 1s);
+    announcements += controller.refreshPublished() ? 1 : 0;
+  }
+  // Only the confidence steps 10% -> 90% are news; the rates never moved by 10%.
+  EXPECT_LE(announcements, 9);
+  EXPECT_GE(controller.published("sda").confidencePercent, 90U);
+  EXPECT_NEAR(static_cast<double>(controller.published("sda").throughputBps), 4e6, 0.05e6);
+}
+
+TEST(AdaptiveControllerPublishing, AnnouncesARealChangeAndForgetsARemovedPath) {
+  AdaptiveController controller;
+  feed(controller, 8);
+  controller.refreshPublished();
+  // sdb quadruples its rate: the estimate crosses the 10% band within a few samples.
+  bool announced = false;
+  for (int i = 8; i < 14 && !announced; ++i) {
+    const auto seconds = static_cast<std::uint64_t>(2 * i);
+    controller.sample("sdb", statText(14000000 + 4000000 * (seconds - 14), 1000 * seconds),
+                      t0 + seconds * 1s);
+    announced = controller.refreshPublished();
+  }
+  EXPECT_TRUE(announced);
+  EXPECT_GT(controller.published("sdb").throughputBps, 1100000U);
+  controller.forgetPath("sdb");
+  EXPECT_EQ(controller.published("sdb"), PublishedEstimate{});
+}
+
 TEST(AdaptiveController, IgnoresAStatFileThatDoesNotParse) {
   AdaptiveController controller;
   controller.sample("sda", "", t0);
