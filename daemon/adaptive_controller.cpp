@@ -8,6 +8,17 @@ namespace pathkeeper::daemon {
 
 using selector::AdaptiveDecision;
 
+std::string firstUnsettledPath(const std::vector<PathSettling> &paths) {
+  for (const auto &path : paths) {
+    const bool usable = path.state && (*path.state == selector::PathState::Up ||
+                                       *path.state == selector::PathState::Ghost);
+    if (!usable || path.failedInDm.value_or(true)) {
+      return path.device;
+    }
+  }
+  return {};
+}
+
 AdaptiveController::AdaptiveController(selector::AdaptiveSettings settings) : settings_(settings) {}
 
 void AdaptiveController::setSettings(const selector::AdaptiveSettings &settings) {

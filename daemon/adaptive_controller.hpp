@@ -58,6 +58,19 @@ struct AdaptiveMapInput {
   std::string transitionDevice;
 };
 
+/// @brief One path as the "failing or being reinstated" check sees it.
+struct PathSettling {
+  std::string device;
+  std::optional<selector::PathState> state; ///< health's verdict; nullopt when untracked
+  std::optional<bool> failedInDm;           ///< dm's view; nullopt when dm does not list it
+};
+
+/// @brief The first path that is failing or being reinstated, "" when none.
+/// Settled means health says up or ghost and dm has the path active; any
+/// disagreement is a fail_path or reinstate_path on its way, and a reload
+/// then would race it.
+std::string firstUnsettledPath(const std::vector<PathSettling> &paths);
+
 /// @brief Estimators, governors and decided tables for every adaptive map.
 class AdaptiveController {
 public:

@@ -360,6 +360,7 @@ void Daemon::sampleAdaptive() {
       continue;
     }
     AdaptiveMapInput input;
+    std::vector<PathSettling> settling;
     input.alias = alias;
     input.autoSelector = planned.autoSelector;
     input.currentSelector =
@@ -384,17 +385,13 @@ void Daemon::sampleAdaptive() {
           }
         }
         input.paths.push_back({device, weight});
-        // Failing or being reinstated: health and dm disagree, or health has
-        // no settled verdict. A reload then would race the path messages.
-        auto state = health_.state(device);
         auto failed = map.dmFailed.find(device);
-        const bool settled = state && (*state == PathState::Up || *state == PathState::Ghost) &&
-                             failed != map.dmFailed.end() && !failed->second;
-        if (!settled && input.transitionDevice.empty()) {
-          input.transitionDevice = device;
-        }
+        settling.push_back(
+            {device, health_.state(device),
+             failed == map.dmFailed.end() ? std::nullopt : std::optional<bool>(failed->second)});
       }
     }
+    input.transitionDevice = firstUnsettledPath(settling);
     if (!wanted || selectorOverrides_.contains(alias)) {
       continue;
     }

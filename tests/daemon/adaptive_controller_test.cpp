@@ -221,6 +221,27 @@ TEST(AdaptiveControllerPublishing, AnnouncesARealChangeAndForgetsARemovedPath) {
   EXPECT_EQ(controller.published("sdb"), PublishedEstimate{});
 }
 
+TEST(FirstUnsettledPath, IsEmptyWhenEveryPathIsUpOrGhostAndActiveInDm) {
+  using selector::PathState;
+  EXPECT_EQ(firstUnsettledPath({{"sda", PathState::Up, false}, {"sdb", PathState::Ghost, false}}),
+            "");
+  EXPECT_EQ(firstUnsettledPath({}), "");
+}
+
+TEST(FirstUnsettledPath, NamesAPathThatIsFailingOrBeingReinstated) {
+  using selector::PathState;
+  // Down, pending, shaky or unchecked: failing, or not known to be usable.
+  EXPECT_EQ(firstUnsettledPath({{"sda", PathState::Up, false}, {"sdb", PathState::Down, true}}),
+            "sdb");
+  EXPECT_EQ(firstUnsettledPath({{"sda", PathState::Pending, false}}), "sda");
+  EXPECT_EQ(firstUnsettledPath({{"sda", PathState::Shaky, true}}), "sda");
+  EXPECT_EQ(firstUnsettledPath({{"sda", std::nullopt, false}}), "sda");
+  // Up by health but still failed in dm: the reinstate_path is on its way.
+  EXPECT_EQ(firstUnsettledPath({{"sda", PathState::Up, true}}), "sda");
+  // Not listed by dm at all: the table is about to change.
+  EXPECT_EQ(firstUnsettledPath({{"sda", PathState::Up, std::nullopt}}), "sda");
+}
+
 TEST(AdaptiveController, IgnoresAStatFileThatDoesNotParse) {
   AdaptiveController controller;
   controller.sample("sda", "", t0);
