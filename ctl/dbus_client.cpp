@@ -17,6 +17,7 @@ namespace {
 namespace gen = org::pathkeeper::PathKeeper1;
 using GroupsValue =
     std::vector<sdbus::Struct<std::uint32_t, std::int32_t, std::vector<std::string>>>;
+using DecisionsValue = std::vector<sdbus::Struct<std::int64_t, std::string, std::string>>;
 
 // The proxy bases' destructors are protected and non-virtual; this final
 // class is owned as itself, never deleted through a base.
@@ -81,6 +82,12 @@ daemon::MapView mapFrom(const PropertyMap &p) {
   for (const auto &group : get<GroupsValue>(p, "Groups")) {
     map.groups.push_back({std::get<0>(group), std::get<1>(group), std::get<2>(group)});
   }
+  map.adaptive = get<std::string>(p, "Adaptive", "off");
+  map.adaptiveReloads = get<std::uint32_t>(p, "AdaptiveReloads");
+  for (const auto &decision : get<DecisionsValue>(p, "AdaptiveDecisions")) {
+    map.adaptiveDecisions.push_back(
+        {std::get<0>(decision), std::get<1>(decision), std::get<2>(decision)});
+  }
   return map;
 }
 
@@ -103,6 +110,11 @@ daemon::PathView pathFrom(const PropertyMap &p) {
   path.controller = get<std::string>(p, "Controller");
   path.sessionId = get<std::int32_t>(p, "SessionId", -1);
   path.note = get<std::string>(p, "Note");
+  path.throughputBps = get<std::uint64_t>(p, "ThroughputBytesPerSecond");
+  path.capacityBps = get<std::uint64_t>(p, "CapacityBytesPerSecond");
+  path.ioLatencyUs = get<std::int64_t>(p, "IoLatencyUs", -1);
+  path.confidence = get<std::uint32_t>(p, "Confidence");
+  path.weight = get<std::uint32_t>(p, "Weight");
   return path;
 }
 
@@ -240,6 +252,14 @@ std::string variantToText(const sdbus::Variant &value) {
     for (const auto &group : value.get<GroupsValue>()) {
       items.push_back(fmt::format("{}(prio {}): {}", std::get<0>(group), std::get<1>(group),
                                   fmt::join(std::get<2>(group), " ")));
+    }
+    return fmt::format("[{}]", fmt::join(items, "; "));
+  }
+  if (type == "a(xss)") {
+    std::vector<std::string> items;
+    for (const auto &decision : value.get<DecisionsValue>()) {
+      items.push_back(fmt::format("{} {}: {}", std::get<0>(decision), std::get<1>(decision),
+                                  std::get<2>(decision)));
     }
     return fmt::format("[{}]", fmt::join(items, "; "));
   }

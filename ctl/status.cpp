@@ -43,6 +43,13 @@ std::string latency(std::int64_t us) {
   return fmt::format("{:.1f}ms", static_cast<double>(us) / 1000.0);
 }
 
+// Decimal megabytes, as the adaptive log lines print them.
+std::string rate(std::uint64_t bytesPerSecond) {
+  const double megabytes = static_cast<double>(bytesPerSecond) / 1e6;
+  return megabytes < 10 ? fmt::format("{:.1f}MB/s", megabytes)
+                        : fmt::format("{:.0f}MB/s", megabytes);
+}
+
 std::string pathLine(const daemon::PathView &path, bool colour) {
   std::string line = fmt::format(
       "{} {} {} {} ctrl={} {} -> {}", path.device, path.devt, paint(path.state, colour),
@@ -52,6 +59,14 @@ std::string pathLine(const daemon::PathView &path, bool colour) {
     line += " alua=" + path.alua;
   }
   line += " latency=" + latency(path.latencyUs);
+  if (path.weight > 0) {
+    line += fmt::format(" weight={}", path.weight);
+  }
+  // Only once measured: an unmeasured path has nothing to say here.
+  if (path.ioLatencyUs >= 0) {
+    line += fmt::format(" tput={} capacity={} io={} conf={}%", rate(path.throughputBps),
+                        rate(path.capacityBps), latency(path.ioLatencyUs), path.confidence);
+  }
   if (path.failures > 0) {
     line += fmt::format(" failures={}", path.failures);
   }
@@ -108,6 +123,16 @@ nlohmann::json variantToJson(const sdbus::Variant &value) {
   if (type == "a{ss}") {
     return value.get<std::map<std::string, std::string>>();
   }
+  if (type == "a(xss)") {
+    nlohmann::json decisions = nlohmann::json::array();
+    for (const auto &decision :
+         value.get<std::vector<sdbus::Struct<std::int64_t, std::string, std::string>>>()) {
+      decisions.push_back({{"at", std::get<0>(decision)},
+                           {"action", std::get<1>(decision)},
+                           {"reason", std::get<2>(decision)}});
+    }
+    return decisions;
+  }
   return variantToText(value);
 }
 
@@ -121,9 +146,17 @@ std::string statusToText(const daemon::StateSnapshot &snapshot, bool colour) {
     paths.emplace(path.device, &path);
   }
   for (const auto &map : snapshot.maps) {
-    out += fmt::format("{} ({}) {} selector={} paths={}/{}{}\n", map.alias, map.wwid,
+    out += fmt::format("{} ({}) {} selector={} paths={}/{}{}", map.alias, map.wwid,
                        paint(map.state, colour), map.selector, map.usablePaths, map.totalPaths,
                        map.queueing ? " queueing" : "");
+    if (map.adaptive != "off" && !map.adaptive.empty()) {
+      out += fmt::format(" adaptive={} reloads={}", map.adaptive, map.adaptiveReloads);
+    }
+    out += "\n";
+    if (!map.adaptiveDecisions.empty()) {
+      const auto &last = map.adaptiveDecisions.back();
+      out += fmt::format("|  last decision ({}): {}\n", last.action, last.reason);
+    }
     for (std::size_t g = 0; g < map.groups.size(); ++g) {
       const auto &group = map.groups[g];
       const bool lastGroup = g + 1 == map.groups.size();

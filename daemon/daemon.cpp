@@ -36,8 +36,9 @@ struct Daemon::MapState {
   std::string selector;
   std::vector<std::vector<std::string>> groups; ///< devices per priority group, 1-based order
   std::vector<int> groupPriorities;
-  std::map<std::string, bool> dmFailed; ///< device -> F in dm status
-  unsigned activeGroup = 0;             ///< 1-based; 0 when unknown
+  std::map<std::string, bool> dmFailed;        ///< device -> F in dm status
+  std::map<std::string, unsigned> liveWeights; ///< device -> relative_throughput in the live table
+  unsigned activeGroup = 0;                    ///< 1-based; 0 when unknown
   bool queueing = false;
 };
 
@@ -120,6 +121,7 @@ void Daemon::start() {
   }
   config_ = std::move(*config);
   health_.setSettings(config_.defaults.health);
+  adaptive_.setSettings(config_.adaptive);
   kernel_ = probeKernel({options_.sysfsRoot, "/lib/modules", ""});
 
   selector::Mode wanted = options_.mode.value_or(config_.defaults.mode);
@@ -208,6 +210,8 @@ void Daemon::start() {
   reconcileTimer_ = loop_.addTimer(far, [this] { reconcile(); });
   publishTimer_ = loop_.addTimer(far, [this] { publish(); });
   sessionTimer_ = loop_.addTimer(Clock::now() + options_.sessionPoll, [this] { pollSessions(); });
+  adaptiveTimer_ =
+      loop_.addTimer(Clock::now() + config_.adaptive.sampleInterval, [this] { sampleAdaptive(); });
   reaper_ = loop_.addTimer(far, [this] {
     retired_.clear();
     deadProbes_.clear();
@@ -342,6 +346,84 @@ void Daemon::pollSessions() {
   EventLoop::rearm(sessionTimer_, Clock::now() + options_.sessionPoll);
 }
 
+void Daemon::sampleAdaptive() {
+  const auto now = Clock::now();
+  const auto wall = std::chrono::system_clock::now();
+  std::string reloaded;
+  bool recordedAny = false;
+  for (const auto &[alias, map] : maps_) {
+    if (!map.desired) {
+      continue; // companion mode, or not ours: multipathd or nobody sets its weights
+    }
+    const selector::PlannedMap &planned = *map.desired;
+    const bool wanted = adaptiveWanted(planned);
+    // Service-time maps are measured even with fixed weights: the estimates
+    // are published, and they show what "auto" would do.
+    if (!wanted && planned.spec.selector != selector::SelectorKind::ServiceTime) {
+      continue;
+    }
+    AdaptiveMapInput input;
+    std::vector<PathSettling> settling;
+    input.alias = alias;
+    input.autoSelector = planned.autoSelector;
+    input.currentSelector =
+        selector::parseSelectorKind(map.selector).value_or(planned.spec.selector);
+    for (const auto &group : map.groups) {
+      for (const auto &device : group) {
+        if (pathByDevice(device) == nullptr) {
+          continue; // a devt the inventory does not know: nothing to read
+        }
+        // A few hundred bytes from sysfs, answered from memory: cheap enough
+        // for the loop thread.
+        adaptive_.sample(device, readSmallFile(options_.sysfsRoot / "block" / device / "stat"),
+                         now);
+        unsigned weight = 1;
+        if (auto live = map.liveWeights.find(device); live != map.liveWeights.end()) {
+          weight = live->second;
+        } else {
+          for (const auto &g : planned.spec.groups) {
+            for (const auto &p : g.paths) {
+              weight = p.device == device ? p.relativeThroughput : weight;
+            }
+          }
+        }
+        input.paths.push_back({device, weight});
+        auto failed = map.dmFailed.find(device);
+        settling.push_back(
+            {device, health_.state(device),
+             failed == map.dmFailed.end() ? std::nullopt : std::optional<bool>(failed->second)});
+      }
+    }
+    input.transitionDevice = firstUnsettledPath(settling);
+    if (!wanted || selectorOverrides_.contains(alias)) {
+      continue;
+    }
+    const auto decision = adaptive_.evaluate(input, now, wall);
+    const auto &history = adaptive_.history(alias);
+    const bool recorded =
+        !history.empty() && history.back().at == wall && history.back().reason == decision.reason;
+    using Adaptive = selector::AdaptiveDecision::Action;
+    if (decision.action == Adaptive::Reload) {
+      log::write(log::Level::Notice, decision.reason, {{"MAP", alias}}, log::id::kAdaptiveDecision);
+      reloaded += (reloaded.empty() ? "" : ", ") + alias;
+    } else if (recorded) {
+      recordedAny = true;
+      log::write(log::Level::Info, decision.reason, {{"MAP", alias}}, log::id::kAdaptiveDecision);
+    } else {
+      log::debug(decision.reason, {{"MAP", alias}});
+    }
+  }
+  if (!reloaded.empty()) {
+    requestReconcile("adaptive selection: " + reloaded); // publishes when done
+  }
+  // Only when something visible moved: the state file is rewritten and
+  // D-Bus diffed on every publish.
+  if (adaptive_.refreshPublished() || recordedAny) {
+    requestPublish();
+  }
+  EventLoop::rearm(adaptiveTimer_, now + config_.adaptive.sampleInterval);
+}
+
 void Daemon::syncHealth(const std::vector<std::string> &changed, Clock::time_point now) {
   bool membership = false;
   for (const auto &device : changed) {
@@ -351,6 +433,7 @@ void Daemon::syncHealth(const std::vector<std::string> &changed, Clock::time_poi
       if (known) {
         log::info(fmt::format("path {} removed", device), {{"PATH", device}});
         apply(health_.removePath(device, now));
+        adaptive_.forgetPath(device);
       }
     } else if (!known) {
       addToHealth(*path, now);
@@ -458,6 +541,7 @@ Expected<void> Daemon::reloadConfig() {
   }
   config_ = std::move(*config);
   health_.setSettings(config_.defaults.health);
+  adaptive_.setSettings(config_.adaptive);
   log::notice("configuration reloaded");
   requestReconcile("configuration reloaded");
   return {};
@@ -800,6 +884,13 @@ void Daemon::reconcile() {
         log::debug(fmt::format("map {}: {}", planned.spec.alias, planned.notes.back()),
                    {{"MAP", planned.spec.alias}});
       }
+      // Measurement wins over link speed; an admin's SetSelector wins over both.
+      if (!adaptiveWanted(planned) || override != selectorOverrides_.end()) {
+        adaptive_.forgetMap(planned.spec.alias);
+      } else if (adaptive_.applyTo(planned)) {
+        log::debug(fmt::format("map {}: {}", planned.spec.alias, planned.notes.back()),
+                   {{"MAP", planned.spec.alias}});
+      }
     }
     input.desired = std::move(plan.maps);
   }
@@ -845,8 +936,10 @@ void Daemon::reconcile() {
                  {{"MAP", action.map}, {"WWID", action.uuid.substr(kMultipathUuidPrefix.size())}},
                  log::id::kMapCreated);
     } else if (action.kind == ActionKind::Reload) {
-      log::write(log::Level::Notice, fmt::format("{}", action.describe()), {{"MAP", action.map}},
-                 log::id::kMapReloaded);
+      log::write(log::Level::Notice,
+                 fmt::format("{} in {:.1f} ms", action.describe(),
+                             static_cast<double>(outcome.elapsed.count()) / 1000.0),
+                 {{"MAP", action.map}}, log::id::kMapReloaded);
     } else {
       log::info(action.describe(), {{"MAP", action.map}});
     }
@@ -881,12 +974,21 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
     if (!map.table->groups.empty()) {
       state.selector = map.table->groups.front().selector;
     }
+    const bool weighted = state.selector == selector::toString(selector::SelectorKind::ServiceTime);
     for (std::size_t g = 0; g < map.table->groups.size(); ++g) {
       std::vector<std::string> devices;
       for (const auto &p : map.table->groups[g].paths) {
         std::string device = deviceOfDevt(p.device);
         if (device.empty()) {
           device = p.device; // a path the inventory does not know (yet)
+        }
+        unsigned weight = 0;
+        if (weighted && p.args.size() >= 2) {
+          auto [end, ec] =
+              std::from_chars(p.args[1].data(), p.args[1].data() + p.args[1].size(), weight);
+          if (ec == std::errc() && weight > 0) {
+            state.liveWeights[device] = weight;
+          }
         }
         devices.push_back(device);
         bool failed = false;
@@ -1198,6 +1300,15 @@ StateSnapshot Daemon::snapshot() const {
     view.selector = map.selector;
     view.activeGroup = map.activeGroup;
     view.queueing = map.queueing;
+    if (map.desired && adaptiveWanted(*map.desired) && !selectorOverrides_.contains(alias)) {
+      view.adaptive = map.desired->autoSelector ? "selector" : "weights";
+    }
+    view.adaptiveReloads = adaptive_.reloads(alias);
+    for (const auto &record : adaptive_.history(alias)) {
+      view.adaptiveDecisions.push_back(
+          {std::chrono::duration_cast<std::chrono::seconds>(record.at.time_since_epoch()).count(),
+           std::string(selector::toString(record.action)), record.reason});
+    }
     for (std::size_t g = 0; g < map.groups.size(); ++g) {
       GroupView group;
       group.number = static_cast<unsigned>(g + 1);
@@ -1242,6 +1353,16 @@ StateSnapshot Daemon::snapshot() const {
     view.failures = h->failures;
     view.shaky = h->shaky;
     view.latencyUs = h->lastCheckLatency ? h->lastCheckLatency->count() : -1;
+    const PublishedEstimate estimate = adaptive_.published(device);
+    view.throughputBps = estimate.throughputBps;
+    view.capacityBps = estimate.capacityBps;
+    view.ioLatencyUs = estimate.latencyUs;
+    view.confidence = estimate.confidencePercent;
+    if (auto m = maps_.find(view.map); m != maps_.end()) {
+      if (auto w = m->second.liveWeights.find(device); w != m->second.liveWeights.end()) {
+        view.weight = w->second;
+      }
+    }
     if (const InventoryPath *path = pathByDevice(device)) {
       view.devt = path->path.devt.str();
       view.wwid = path->path.wwid;
@@ -1376,6 +1497,12 @@ std::string Daemon::mapOfDevice(const std::string &device) const {
     }
   }
   return {};
+}
+
+bool Daemon::adaptiveWanted(const selector::PlannedMap &map) const {
+  return map.autoSelector ||
+         (map.spec.selector == selector::SelectorKind::ServiceTime &&
+          config_.defaults.relativeThroughput == selector::ThroughputWeights::Auto);
 }
 
 void Daemon::requestReconcile(std::string why) {

@@ -10,6 +10,7 @@
 // The published state (the state file, sd_notify STATUS) follows the same
 // debounce.
 
+#include "adaptive_controller.hpp"
 #include "config.hpp"
 #include "dm_adapter.hpp"
 #include "event_loop.hpp"
@@ -95,6 +96,10 @@ private:
   void onCheckerResults();
   void onHealthTimer();
   void pollSessions();
+  /// @brief The adaptive-selection timer: samples /sys/block/<dev>/stat of
+  /// every path of a service-time or auto map, asks for decisions, and
+  /// reconciles when one says reload.
+  void sampleAdaptive();
   Expected<void> reloadConfig();
 
   // Work.
@@ -134,6 +139,8 @@ private:
   [[nodiscard]] const InventoryPath *pathByDevice(const std::string &device) const;
   [[nodiscard]] std::string deviceOfDevt(const std::string &devt) const;
   [[nodiscard]] std::string mapOfDevice(const std::string &device) const;
+  /// @brief relative_throughput = "auto" on a service-time map, or selector = "auto".
+  [[nodiscard]] bool adaptiveWanted(const selector::PlannedMap &map) const;
 
   EventLoop &loop_;
   DaemonOptions options_;
@@ -147,6 +154,7 @@ private:
   std::vector<Finding> networkFindings_;
   HealthTracker health_;
   FailbackTracker failback_;
+  AdaptiveController adaptive_;
   std::unique_ptr<TurChecker> checker_;
   std::unique_ptr<UdevMonitor> monitor_;
   std::unique_ptr<MultipathdClient> multipathd_;
@@ -184,6 +192,7 @@ private:
   EventSource checkerSource_;
   EventSource healthTimer_;
   EventSource sessionTimer_;
+  EventSource adaptiveTimer_;
   EventSource reconcileTimer_;
   EventSource publishTimer_;
   EventSource multipathdSource_;

@@ -39,7 +39,10 @@ inline constexpr std::string_view kPathShaky = "3f8b6d2e0a9c47d1a6e4b2c8f5d70c33
 inline constexpr std::string_view kMapCreated = "b7e1c9a34d2f4e6a8c0b5d1f3a9e2d44";
 inline constexpr std::string_view kMapReloaded = "e2a6d8f0c4b1493d9e7a3c5b1f8d6e55";
 inline constexpr std::string_view kConfigRejected = "5a9c3e7b2d8f41a6b4e0c6d2a8f1b966";
+/// A network check finding appears (issue #8).
 inline constexpr std::string_view kNetworkFinding = "c41d7e9a2b6f48d3a05e8b1c7f2d9a77";
+/// An adaptive-selection decision that reloads a map (or is held/deferred).
+inline constexpr std::string_view kAdaptiveDecision = "9d90f649611749b6aab55e4d511d35b2";
 } // namespace id
 
 /// @brief Chooses the target and the most verbose level written.

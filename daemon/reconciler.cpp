@@ -420,6 +420,7 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
       outcomes.push_back(std::move(outcome));
       continue;
     }
+    const auto started = std::chrono::steady_clock::now();
     try {
       switch (action.kind) {
       case ActionKind::Create:
@@ -433,6 +434,8 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
         break;
       }
       outcome.ok = true;
+      outcome.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::steady_clock::now() - started);
     } catch (const std::exception &e) {
       outcome.error = e.what();
       if (action.kind != ActionKind::Message) {

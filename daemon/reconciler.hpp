@@ -35,6 +35,7 @@
 #include "dm_table.hpp"
 #include "plan.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -145,6 +146,9 @@ struct ActionOutcome {
   bool ok = false;
   bool skipped = false; ///< not tried: an earlier action on the same map failed
   std::string error;
+  /// How long the call took. For a reload (load, suspend, resume) this bounds
+  /// the I/O pause, which adaptive selection must keep short.
+  std::chrono::microseconds elapsed{0};
 };
 
 /// @brief Executes the actions in order. A failure does not stop the other

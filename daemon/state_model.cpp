@@ -20,6 +20,11 @@ std::string snapshotToJson(const StateSnapshot &snapshot, std::optional<bool> re
       groups.push_back(
           {{"number", group.number}, {"priority", group.priority}, {"paths", group.paths}});
     }
+    nlohmann::ordered_json decisions = nlohmann::ordered_json::array();
+    for (const auto &decision : map.adaptiveDecisions) {
+      decisions.push_back(
+          {{"at", decision.at}, {"action", decision.action}, {"reason", decision.reason}});
+    }
     json["maps"].push_back({{"alias", map.alias},
                             {"wwid", map.wwid},
                             {"dm_uuid", map.dmUuid},
@@ -29,7 +34,10 @@ std::string snapshotToJson(const StateSnapshot &snapshot, std::optional<bool> re
                             {"usable_paths", map.usablePaths},
                             {"total_paths", map.totalPaths},
                             {"queueing", map.queueing},
-                            {"groups", groups}});
+                            {"groups", groups},
+                            {"adaptive", map.adaptive},
+                            {"adaptive_reloads", map.adaptiveReloads},
+                            {"adaptive_decisions", decisions}});
   }
   json["paths"] = nlohmann::ordered_json::array();
   for (const auto &path : snapshot.paths) {
@@ -49,7 +57,12 @@ std::string snapshotToJson(const StateSnapshot &snapshot, std::optional<bool> re
                              {"netdev", path.netdev},
                              {"controller", path.controller},
                              {"session_id", path.sessionId},
-                             {"note", path.note}});
+                             {"note", path.note},
+                             {"throughput_bps", path.throughputBps},
+                             {"capacity_bps", path.capacityBps},
+                             {"io_latency_us", path.ioLatencyUs},
+                             {"confidence", path.confidence},
+                             {"weight", path.weight}});
   }
   json["portals"] = nlohmann::ordered_json::array();
   for (const auto &portal : snapshot.portals) {

@@ -37,8 +37,26 @@ struct PathView {
   /// Why the path is in its state when that needs explaining, e.g. a network
   /// finding that concerns its NIC ("traffic leaves via eth1 although bound to eth2").
   std::string note;
+  // Adaptive selection (issue #9). The estimates are published with a 10%
+  // dead band (AdaptiveController::refreshPublished), so that a busy path
+  // does not announce PropertiesChanged at every 2 s sample.
+  std::uint64_t throughputBps =
+      0;                         ///< delivered bytes/s, smoothed over busy intervals; 0 unmeasured
+  std::uint64_t capacityBps = 0; ///< bytes per busy second, what weights follow; 0 unmeasured
+  std::int64_t ioLatencyUs = -1; ///< average I/O service time; -1 unmeasured
+  unsigned confidence = 0;       ///< of the estimate, percent in steps of 10
+  unsigned weight = 0;           ///< relative_throughput in the live table; 0 when none
 
   bool operator==(const PathView &) const = default;
+};
+
+/// @brief One adaptive-selection decision, as published.
+struct DecisionView {
+  std::int64_t at = 0; ///< seconds since the Unix epoch
+  std::string action;  ///< "reload", "held" or "deferred"
+  std::string reason;
+
+  bool operator==(const DecisionView &) const = default;
 };
 
 /// @brief One priority group of a map.
@@ -62,6 +80,10 @@ struct MapView {
   unsigned totalPaths = 0;
   bool queueing = false; ///< I/O is being queued (no usable path, queue_if_no_path)
   std::vector<GroupView> groups;
+  /// "off", "weights" (relative_throughput = "auto") or "selector" (selector = "auto").
+  std::string adaptive = "off";
+  unsigned adaptiveReloads = 0;                ///< reloads for measured weights or selector
+  std::vector<DecisionView> adaptiveDecisions; ///< oldest first, bounded
 
   bool operator==(const MapView &) const = default;
 };

@@ -26,6 +26,7 @@ using daemon::PortalView;
 using daemon::StateSnapshot;
 using GroupsValue =
     std::vector<sdbus::Struct<std::uint32_t, std::int32_t, std::vector<std::string>>>;
+using DecisionsValue = std::vector<sdbus::Struct<std::int64_t, std::string, std::string>>;
 
 // How long polkit may take: interactive authentication waits for a person.
 constexpr auto kPolkitTimeout = std::chrono::minutes(2);
@@ -65,6 +66,15 @@ private:
       groups.emplace_back(group.number, group.priority, group.paths);
     }
     return groups;
+  }
+  std::string Adaptive() override { return view_.adaptive; }
+  std::uint32_t AdaptiveReloads() override { return view_.adaptiveReloads; }
+  DecisionsValue AdaptiveDecisions() override {
+    DecisionsValue decisions;
+    for (const auto &decision : view_.adaptiveDecisions) {
+      decisions.emplace_back(decision.at, decision.action, decision.reason);
+    }
+    return decisions;
   }
 
   MapView view_;
@@ -106,6 +116,11 @@ private:
   std::string Controller() override { return view_.controller; }
   std::int32_t SessionId() override { return view_.sessionId; }
   std::string Note() override { return view_.note; }
+  std::uint64_t ThroughputBytesPerSecond() override { return view_.throughputBps; }
+  std::uint64_t CapacityBytesPerSecond() override { return view_.capacityBps; }
+  std::int64_t IoLatencyUs() override { return view_.ioLatencyUs; }
+  std::uint32_t Confidence() override { return view_.confidence; }
+  std::uint32_t Weight() override { return view_.weight; }
 
   PathView view_;
 };

@@ -86,6 +86,9 @@ std::vector<std::string> changedProperties(const MapView &before, const MapView 
       .field("TotalPaths", before.totalPaths, after.totalPaths)
       .field("Queueing", before.queueing, after.queueing)
       .field("Groups", before.groups, after.groups)
+      .field("Adaptive", before.adaptive, after.adaptive)
+      .field("AdaptiveReloads", before.adaptiveReloads, after.adaptiveReloads)
+      .field("AdaptiveDecisions", before.adaptiveDecisions, after.adaptiveDecisions)
       .take();
 }
 
@@ -107,6 +110,11 @@ std::vector<std::string> changedProperties(const PathView &before, const PathVie
       .field("Controller", before.controller, after.controller)
       .field("SessionId", before.sessionId, after.sessionId)
       .field("Note", before.note, after.note)
+      .field("ThroughputBytesPerSecond", before.throughputBps, after.throughputBps)
+      .field("CapacityBytesPerSecond", before.capacityBps, after.capacityBps)
+      .field("IoLatencyUs", before.ioLatencyUs, after.ioLatencyUs)
+      .field("Confidence", before.confidence, after.confidence)
+      .field("Weight", before.weight, after.weight)
       .take();
 }
 

@@ -83,9 +83,12 @@ constexpr std::array<std::string_view, 6> hwHandlerNames{"auto", "none", "alua",
 // The schema. The parser accepts exactly these keys; the man page and the
 // shipped pathkeeper.conf are tested against this list.
 
-constexpr std::array<ConfigTable, 6> tables{{
+constexpr std::array<ConfigTable, 7> tables{{
     {"defaults", false, "Policy for every map, unless a [[device]] or [[map]] entry overrides it."},
     {"health", false, "Path checking and flap damping."},
+    {"adaptive", false,
+     "Measured path capacity for relative_throughput = \"auto\" and selector = \"auto\": "
+     "sampling, smoothing, and how often a map may be reloaded with new weights."},
     {"discovery", false,
      "SendTargets probes: which portals to ask, from which NICs, how often and under which "
      "initiator name."},
@@ -103,7 +106,8 @@ constexpr ConfigKey schema[] = {
      R"("multibus")"},
     {"defaults", "selector", "string", R"("service-time")",
      "The kernel path selector: round-robin, queue-length, service-time or "
-     "historical-service-time.",
+     "historical-service-time; or auto: queue-length when the measured paths are equal, "
+     "service-time with measured weights when they are not (service-time until measured).",
      R"("queue-length")"},
     {"defaults", "no_path_retry", "string or integer", "12",
      "What happens to I/O when no path is left: \"fail\", \"queue\" (forever), or queue for this "
@@ -141,7 +145,8 @@ constexpr ConfigKey schema[] = {
      R"("followover")"},
     {"defaults", "relative_throughput", "string", R"("equal")",
      "Per-path weights of service-time maps: \"equal\" (every path 1), or \"auto\" (from each "
-     "path's NIC link speed, relative to the fastest path of the map, 1..100).",
+     "path's NIC link speed, relative to the fastest path of the map, 1..100, then from the "
+     "measured capacity; see [adaptive]).",
      R"("auto")"},
     // [health]
     {"health", "checker_interval", "duration", R"("5s")", "How often a working path is checked.",
@@ -165,6 +170,32 @@ constexpr ConfigKey schema[] = {
      "Fail a path as soon as a SendTargets probe over its (NIC, portal) pair fails, before the "
      "iSCSI NOP-out timers notice.",
      "true"},
+    // [adaptive]
+    {"adaptive", "sample_interval", "duration", R"("2s")",
+     "How often each path's /sys/block/<dev>/stat is sampled, 500ms..1m.", R"("1s")"},
+    {"adaptive", "half_life", "duration", R"("10s")",
+     "Half-life of the capacity estimate's moving average, 1s..1h: longer is steadier, shorter "
+     "follows changes sooner.",
+     R"("30s")"},
+    {"adaptive", "min_reload_interval", "duration", R"("60s")",
+     "The shortest time between two reloads of one map for new weights or selector, 1s..24h.",
+     R"("5m")"},
+    {"adaptive", "hysteresis_percent", "integer", "20",
+     "Reload only when some path's weight moves by more than this percentage of its current "
+     "value, 1..100.",
+     "10"},
+    {"adaptive", "equal_tolerance_percent", "integer", "15",
+     "For selector = \"auto\": paths whose measured capacity differs by at most this percentage "
+     "count as equal, 0..90.",
+     "10"},
+    {"adaptive", "idle_iops", "integer", "5",
+     "An interval with fewer completed I/Os per second is idle: it keeps the last estimate "
+     "instead of judging the path slow, 1..100000.",
+     "20"},
+    {"adaptive", "min_confidence_percent", "integer", "50",
+     "How much of the moving average must come from busy intervals before a path's estimate "
+     "counts (50 = one half-life of busy time), 1..100.",
+     "75"},
     // [discovery]
     {"discovery", "portals", "array of strings", "[]",
      "Portals to probe besides those the kernel's sessions use: \"address\", \"address:port\" "
@@ -269,7 +300,10 @@ struct DurationLimit {
 
 constexpr milliseconds maxFailbackDelay{86400000};
 
-constexpr std::array<DurationLimit, 8> durationLimits{{
+constexpr std::array<DurationLimit, 11> durationLimits{{
+    {"sample_interval", milliseconds{500}, milliseconds{60000}},
+    {"half_life", milliseconds{1000}, milliseconds{3600000}},
+    {"min_reload_interval", milliseconds{1000}, milliseconds{86400000}},
     {"checker_interval", milliseconds{100}, milliseconds{3600000}},
     {"failed_checker_interval", milliseconds{100}, milliseconds{3600000}},
     {"checker_timeout", milliseconds{100}, milliseconds{600000}},
@@ -297,7 +331,11 @@ struct UnsignedLimit {
   std::int64_t max;
 };
 
-constexpr std::array<UnsignedLimit, 4> unsignedLimits{{
+constexpr std::array<UnsignedLimit, 8> unsignedLimits{{
+    {"hysteresis_percent", 1, 100},
+    {"equal_tolerance_percent", 0, 90},
+    {"idle_iops", 1, 100000},
+    {"min_confidence_percent", 1, 100},
     {"pg_init_retries", 1, 50},
     {"pg_init_delay_msecs", 0, 60000},
     {"flap_threshold", 1, 1000},
@@ -736,7 +774,9 @@ private:
   std::optional<Enum> choice(const toml::node &node, std::string_view key, std::string_view what,
                              const std::array<std::pair<Enum, std::string_view>, N> &names);
   std::optional<NoPathRetry> noPathRetry(const toml::node &node, std::string_view key);
-  std::optional<SelectorKind> selector(const toml::node &node, std::string_view key);
+  // The kernel selector, and whether it was "auto" (then ServiceTime).
+  std::optional<std::pair<SelectorKind, bool>> selector(const toml::node &node,
+                                                        std::string_view key);
   std::optional<Failback> failback(const toml::node &node, std::string_view key);
   // The strings of an array, each reported at its own position when not a string.
   std::optional<std::vector<std::pair<std::string, const toml::node *>>>
@@ -752,6 +792,7 @@ private:
   void parseDefaults(const toml::table &table);
   void parseHealth(const toml::table &table);
   void parseDiscovery(const toml::table &table);
+  void parseAdaptive(const toml::table &table);
   void parseController(const toml::table &table, std::string_view path);
   void parseDevice(const toml::table &table, std::string_view path);
   void parseMap(const toml::table &table, std::string_view path);
@@ -884,13 +925,18 @@ std::optional<NoPathRetry> DocumentParser::noPathRetry(const toml::node &node,
   return std::nullopt;
 }
 
-std::optional<SelectorKind> DocumentParser::selector(const toml::node &node, std::string_view key) {
+std::optional<std::pair<SelectorKind, bool>> DocumentParser::selector(const toml::node &node,
+                                                                      std::string_view key) {
   auto text = string(node, key);
   if (!text) {
     return std::nullopt;
   }
   if (auto kind = parseSelectorKind(*text)) {
-    return kind;
+    return std::pair{*kind, false};
+  }
+  // "auto" is pathkeeper's, never the kernel's: it starts as service-time.
+  if (*text == "auto") {
+    return std::pair{SelectorKind::ServiceTime, true};
   }
   // The spellings are model.cpp's; list them from there.
   std::string names;
@@ -899,6 +945,7 @@ std::optional<SelectorKind> DocumentParser::selector(const toml::node &node, std
     names += names.empty() ? "" : ", ";
     names += toString(kind);
   }
+  names += ", auto";
   error(node.source(), key,
         "unknown path selector " + quoted(*text) + "; expected one of " + names);
   return std::nullopt;
@@ -988,7 +1035,8 @@ bool DocumentParser::policyKey(std::string_view name, const toml::node &node, st
     }
   } else if (name == "selector") {
     if (auto value = selector(node, key)) {
-      policy.selector = value;
+      policy.selector = value->first;
+      policy.autoSelector = value->second;
     }
   } else if (name == "no_path_retry") {
     if (auto value = noPathRetry(node, key)) {
@@ -1032,6 +1080,7 @@ void DocumentParser::parseDefaults(const toml::table &table) {
       }
       if (policy.selector) {
         defaults.selector = *policy.selector;
+        defaults.autoSelector = policy.autoSelector.value_or(false);
       }
       if (policy.noPathRetry) {
         defaults.noPathRetry = *policy.noPathRetry;
@@ -1126,6 +1175,46 @@ void DocumentParser::parseHealth(const toml::table &table) {
 // value does: a drop-in that lists portals means exactly those. A duplicate
 // within one list is an error, since it is either a typo or a second spelling
 // of one portal ("10.10.1.20" and "10.10.1.20:3260").
+void DocumentParser::parseAdaptive(const toml::table &table) {
+  AdaptiveSettings &adaptive = config_.adaptive;
+  for (auto &&[name, node] : table) {
+    std::string key = "adaptive." + std::string(name.str());
+    if (!known("adaptive", name, key)) {
+      continue;
+    }
+    remember(key, node);
+    std::string_view n = name.str();
+    milliseconds *interval = nullptr;
+    unsigned *count = nullptr;
+    if (n == "sample_interval") {
+      interval = &adaptive.sampleInterval;
+    } else if (n == "half_life") {
+      interval = &adaptive.halfLife;
+    } else if (n == "min_reload_interval") {
+      interval = &adaptive.minReloadInterval;
+    } else if (n == "hysteresis_percent") {
+      count = &adaptive.hysteresisPercent;
+    } else if (n == "equal_tolerance_percent") {
+      count = &adaptive.equalTolerancePercent;
+    } else if (n == "idle_iops") {
+      count = &adaptive.idleIops;
+    } else if (n == "min_confidence_percent") {
+      count = &adaptive.minConfidencePercent;
+    }
+    if (interval != nullptr) {
+      if (auto value = duration(node, key, n)) {
+        *interval = *value;
+      }
+    } else if (count != nullptr) {
+      if (auto value = bounded(node, key, n)) {
+        *count = *value;
+      }
+    } else {
+      unhandled(name, key);
+    }
+  }
+}
+
 void DocumentParser::parseDiscovery(const toml::table &table) {
   DiscoverySettings &discovery = config_.discovery;
   for (auto &&[name, node] : table) {
@@ -1326,9 +1415,10 @@ void DocumentParser::parse(const toml::table &root) {
     std::string_view n = name.str();
     auto table = std::ranges::find(tables, n, &ConfigTable::name);
     if (table == tables.end()) {
-      error(name.source(), n,
-            "unknown table; expected [defaults], [health], [discovery], [[controller]], "
-            "[[device]] or [[map]]");
+      error(
+          name.source(), n,
+          "unknown table; expected [defaults], [health], [adaptive], [discovery], [[controller]], "
+          "[[device]] or [[map]]");
       continue;
     }
     if (!table->array) {
@@ -1337,6 +1427,8 @@ void DocumentParser::parse(const toml::table &root) {
           parseDefaults(*values);
         } else if (n == "health") {
           parseHealth(*values);
+        } else if (n == "adaptive") {
+          parseAdaptive(*values);
         } else {
           parseDiscovery(*values);
         }
@@ -1483,6 +1575,7 @@ void mergePolicy(PolicyOverrides &into, const PolicyOverrides &from) {
   };
   take(into.grouping, from.grouping);
   take(into.selector, from.selector);
+  take(into.autoSelector, from.autoSelector);
   take(into.noPathRetry, from.noPathRetry);
   take(into.hwHandler, from.hwHandler);
   take(into.pgInitRetries, from.pgInitRetries);
@@ -1761,6 +1854,26 @@ Expected<void> validateConfig(const Config &config) {
   }
   check(where("health.flap_threshold"), "health.flap_threshold",
         unsignedError("flap_threshold", health.flapThreshold));
+  const AdaptiveSettings &adaptive = config.adaptive;
+  const std::array<std::pair<std::string_view, milliseconds>, 3> adaptiveDurations{{
+      {"sample_interval", adaptive.sampleInterval},
+      {"half_life", adaptive.halfLife},
+      {"min_reload_interval", adaptive.minReloadInterval},
+  }};
+  for (const auto &[name, value] : adaptiveDurations) {
+    std::string key = "adaptive." + std::string(name);
+    check(where(key), key, durationError(name, value));
+  }
+  const std::array<std::pair<std::string_view, unsigned>, 4> adaptiveCounts{{
+      {"hysteresis_percent", adaptive.hysteresisPercent},
+      {"equal_tolerance_percent", adaptive.equalTolerancePercent},
+      {"idle_iops", adaptive.idleIops},
+      {"min_confidence_percent", adaptive.minConfidencePercent},
+  }};
+  for (const auto &[name, value] : adaptiveCounts) {
+    std::string key = "adaptive." + std::string(name);
+    check(where(key), key, unsignedError(name, value));
+  }
   if (health.flapRecovery > health.flapRecoveryMax) {
     report(where("health.flap_recovery"), "health.flap_recovery",
            formatDuration(health.flapRecovery) + " exceeds health.flap_recovery_max (" +
@@ -2024,6 +2137,7 @@ EffectivePolicy policyFor(const Config &config, std::string_view wwid, std::stri
   PolicyOverrides merged;
   merged.grouping = defaults.grouping;
   merged.selector = defaults.selector;
+  merged.autoSelector = defaults.autoSelector;
   merged.noPathRetry = defaults.noPathRetry;
   merged.hwHandler = defaults.hwHandler;
   merged.pgInitRetries = defaults.pgInitRetries;
@@ -2041,6 +2155,7 @@ EffectivePolicy policyFor(const Config &config, std::string_view wwid, std::stri
   }
   out.grouping = *merged.grouping;
   out.selector = *merged.selector;
+  out.autoSelector = merged.autoSelector.value_or(false);
   out.noPathRetry = *merged.noPathRetry;
   out.hwHandler = *merged.hwHandler;
   out.pgInitRetries = merged.pgInitRetries;

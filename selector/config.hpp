@@ -4,6 +4,7 @@
 // reading the files and the pathkeeper.conf.d/ drop-ins is the daemon's job
 // (daemon/config_files.hpp), so everything here works on text in memory.
 
+#include "adaptive.hpp"
 #include "expected.hpp"
 #include "model.hpp"
 
@@ -64,6 +65,9 @@ inline constexpr std::string_view kAutoHwHandler = "auto";
 struct PolicyOverrides {
   std::optional<GroupingPolicy> grouping;
   std::optional<SelectorKind> selector;
+  /// selector = "auto": set exactly when selector is, which is then
+  /// ServiceTime (what "auto" renders as until measurements decide).
+  std::optional<bool> autoSelector;
   std::optional<NoPathRetry> noPathRetry;
   /// "" disables; "auto" (kAutoHwHandler) picks alua for ALUA paths;
   /// otherwise a kernel scsi_dh name: "alua", "emc", "rdac", "hp_sw".
@@ -129,7 +133,9 @@ struct DiscoverySettings {
 /// @brief How service-time maps weigh their paths (relative_throughput).
 enum class ThroughputWeights {
   Equal, ///< every path 1, as multipathd's "service-time 0"
-  Auto,  ///< from each path's NIC link speed, relative to the fastest in the map
+  /// Start from each path's NIC link speed, relative to the fastest in the
+  /// map; then follow the measured capacity ([adaptive]).
+  Auto,
 };
 
 /// @brief The config spelling, "equal" or "auto".
@@ -139,6 +145,7 @@ std::string_view toString(ThroughputWeights weights);
 struct Defaults {
   GroupingPolicy grouping = GroupingPolicy::GroupByController;
   SelectorKind selector = SelectorKind::ServiceTime;
+  bool autoSelector = false; ///< selector = "auto"; selector is then ServiceTime
   NoPathRetry noPathRetry{NoPathRetry::Kind::Count, 12};
   bool userFriendlyNames = true;
   std::string bindingsFile = "/etc/multipath/bindings";
@@ -207,6 +214,7 @@ struct Config {
   std::vector<DeviceEntry> devices; ///< user entries first (latest layer first), then built-ins
   std::vector<MapOverride> maps;
   DiscoverySettings discovery;
+  AdaptiveSettings adaptive;
   /// Where each [defaults]/[health] value was last set ("health.flap_window"
   /// -> "file:line:column"), so that validateConfig can name the file.
   std::map<std::string, std::string, std::less<>> keyOrigins;
@@ -215,7 +223,7 @@ struct Config {
 /// @brief One key of pathkeeper.conf. configSchema() is the single list the
 /// parser accepts, and the man page and the shipped config are checked against.
 struct ConfigKey {
-  std::string_view table;        ///< "defaults", "health", "controller", "device" or "map"
+  std::string_view table;        ///< "defaults", "health", "adaptive", "controller", ...
   std::string_view key;          ///< e.g. "checker_interval"
   std::string_view type;         ///< "string", "boolean", "integer", "duration", ...
   std::string_view defaultValue; ///< TOML literal; "" when unset or required
@@ -287,6 +295,7 @@ std::optional<const DeviceEntry *> deviceFor(const Config &config, std::string_v
 struct EffectivePolicy {
   GroupingPolicy grouping = GroupingPolicy::GroupByController;
   SelectorKind selector = SelectorKind::ServiceTime;
+  bool autoSelector = false; ///< selector = "auto": measurements choose; selector is the start
   NoPathRetry noPathRetry;
   std::string hwHandler; ///< "auto", "" or a handler name
   std::optional<unsigned> pgInitRetries;

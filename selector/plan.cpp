@@ -236,6 +236,13 @@ Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings,
     spec.initialGroup = spec.groups.empty() ? 0 : 1;
     planned.notes.push_back("grouping " + std::string(toString(policy.grouping)) + ", selector " +
                             std::string(toString(spec.selector)));
+    planned.autoSelector = policy.autoSelector;
+    if (policy.autoSelector) {
+      // The kernel has no "auto": the daemon measures the paths and picks
+      // queue-length or weighted service-time later; until then, this.
+      planned.notes.emplace_back("selector auto: " + std::string(toString(spec.selector)) +
+                                 " until pathkeeperd has measured the paths");
+    }
 
     auto table = renderDmTable(spec);
     if (!table) {

@@ -22,6 +22,9 @@ struct PlannedMap {
   std::string table;      ///< the exact dm table line
   std::string hwHandlerReason;
   std::vector<std::string> notes; ///< decisions worth telling an admin
+  /// selector = "auto": spec.selector is the starting point, which the
+  /// daemon replaces once it has measured the paths (adaptive.hpp).
+  bool autoSelector = false;
 };
 
 /// @brief A path left out of every map, and why.

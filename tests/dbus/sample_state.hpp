@@ -51,6 +51,13 @@ inline daemon::StateSnapshot sampleSnapshot() {
   upper.totalPaths = 2;
   upper.groups = {{1, 50, {"sdb", "sdc"}}};
   daemon::MapView lower = upper;
+  // Only the upper map is adaptive, and has reloaded once for measured weights.
+  upper.adaptive = "weights";
+  upper.adaptiveReloads = 1;
+  upper.adaptiveDecisions = {
+      {1764460800, "reload",
+       "xserve-upper: weights sdb 100, sdc 25 (measured 4.9 MB/s vs 1.2 MB/s busy capacity); "
+       "previous 1/1"}};
   lower.alias = "xserve-lower";
   lower.wwid = "36000d31000aa000000000000000000b2";
   lower.dmUuid = "mpath-" + lower.wwid;
@@ -74,6 +81,16 @@ inline daemon::StateSnapshot sampleSnapshot() {
       samplePath("sdq", "1 m\xC3\xA4p.x", "10.10.1.21", "", "upper", 5),
       samplePath("sdz", "", "10.10.1.21", "eth2", "", 6),
   };
+  s.paths[0].throughputBps = 4900000;
+  s.paths[0].capacityBps = 4960000;
+  s.paths[0].ioLatencyUs = 12500;
+  s.paths[0].confidence = 80;
+  s.paths[0].weight = 100;
+  s.paths[1].throughputBps = 1200000;
+  s.paths[1].capacityBps = 1230000;
+  s.paths[1].ioLatencyUs = 51000;
+  s.paths[1].confidence = 80;
+  s.paths[1].weight = 25;
   s.paths[5].note = "traffic bound to eth2 leaves via eth1";
   s.paths[5].latencyUs = -1;
   s.paths[5].checker = "";

@@ -164,7 +164,48 @@ TEST(DbusSnapshotDiff, EveryPathFieldIsAProperty) {
   b.controller = "x";
   b.sessionId = 1;
   b.note = "x";
-  EXPECT_EQ(changedProperties(a, b).size(), 16U);
+  b.throughputBps = 1;
+  b.capacityBps = 1;
+  b.ioLatencyUs = 1;
+  b.confidence = 1;
+  b.weight = 1;
+  EXPECT_EQ(changedProperties(a, b).size(), 21U);
+}
+
+TEST(DbusSnapshotDiff, NewWeightsAndADecisionChangeTheirPropertiesOnly) {
+  const auto before = sample::sampleSnapshot();
+  auto after = before;
+  after.maps[2].adaptiveReloads = 2;
+  after.maps[2].adaptiveDecisions.push_back({1764460900, "reload", "xserve-upper: weights ..."});
+  pathOf(after, "sdc").weight = 40;
+  pathOf(after, "sdc").capacityBps = 2000000;
+  EXPECT_THAT(diffSnapshots(before, after),
+              ElementsAre(ObjectChange{Type::PropertiesChanged,
+                                       ObjectKind::Map,
+                                       "xserve-upper",
+                                       {"AdaptiveReloads", "AdaptiveDecisions"}},
+                          ObjectChange{Type::PropertiesChanged,
+                                       ObjectKind::Path,
+                                       "sdc",
+                                       {"CapacityBytesPerSecond", "Weight"}}));
+}
+
+TEST(DbusSnapshotDiff, EveryMapFieldIsAProperty) {
+  daemon::MapView a;
+  daemon::MapView b;
+  b.wwid = "x";
+  b.dmUuid = "x";
+  b.selector = "x";
+  b.state = "x";
+  b.activeGroup = 1;
+  b.usablePaths = 1;
+  b.totalPaths = 1;
+  b.queueing = true;
+  b.groups = {{1, 1, {"x"}}};
+  b.adaptive = "weights";
+  b.adaptiveReloads = 1;
+  b.adaptiveDecisions = {{1, "reload", "x"}};
+  EXPECT_EQ(changedProperties(a, b).size(), 12U);
 }
 
 } // namespace

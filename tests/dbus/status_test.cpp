@@ -39,6 +39,31 @@ TEST(DbusStatusText, ShowsMapsGroupsAndPathsLikeMultipathLl) {
   EXPECT_EQ(text.find('\033'), std::string::npos);
 }
 
+TEST(DbusStatusText, ShowsMeasuredThroughputLatencyAndWeightOfAdaptiveMaps) {
+  const auto text = statusToText(sampleSnapshot(), false);
+  EXPECT_NE(text.find("xserve-upper (36000d31000aa000000000000000000a1) ok selector=service-time "
+                      "paths=2/2 adaptive=weights reloads=1\n"
+                      "|  last decision (reload): xserve-upper: weights sdb 100, sdc 25 (measured "
+                      "4.9 MB/s vs 1.2 MB/s busy capacity); previous 1/1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sdb 8:16 up active ctrl=upper eth1 -> 10.10.1.20:3260,1 "
+                      "alua=active/optimized latency=251us weight=100 tput=4.9MB/s "
+                      "capacity=5.0MB/s io=12.5ms conf=80% failures=1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sdc 8:32 up active ctrl=upper eth2 -> 10.10.1.21:3260,1 "
+                      "alua=active/optimized latency=252us weight=25 tput=1.2MB/s "
+                      "capacity=1.2MB/s io=51.0ms conf=80% failures=2\n"),
+            std::string::npos)
+      << text;
+  // Unmeasured paths of a fixed map say nothing about it.
+  EXPECT_EQ(text.find("sdd 8:48 up active ctrl=lower eth1 -> 10.10.1.20:3260,1 "
+                      "alua=active/optimized latency=253us failures=3\n"),
+            text.find("sdd 8:48"))
+      << text;
+}
+
 TEST(DbusStatusText, ColoursStatesOnlyWhenAsked) {
   auto s = sampleSnapshot();
   s.paths[0].state = "down";
@@ -57,6 +82,17 @@ TEST(DbusStatusJson, CarriesEveryField) {
   EXPECT_EQ(json["paths"][5]["note"], "traffic bound to eth2 leaves via eth1");
   EXPECT_EQ(json["portals"][2]["port"], 3261);
   EXPECT_EQ(json["portals"][1]["reachability"]["eth2"], "unreachable: no route");
+  EXPECT_EQ(json["maps"][2]["adaptive"], "weights");
+  EXPECT_EQ(json["maps"][2]["adaptive_reloads"], 1);
+  EXPECT_EQ(json["maps"][2]["adaptive_decisions"][0]["at"], 1764460800);
+  EXPECT_EQ(json["maps"][2]["adaptive_decisions"][0]["action"], "reload");
+  EXPECT_EQ(json["maps"][1]["adaptive"], "off");
+  EXPECT_EQ(json["paths"][0]["weight"], 100);
+  EXPECT_EQ(json["paths"][0]["throughput_bps"], 4900000);
+  EXPECT_EQ(json["paths"][0]["capacity_bps"], 4960000);
+  EXPECT_EQ(json["paths"][0]["io_latency_us"], 12500);
+  EXPECT_EQ(json["paths"][0]["confidence"], 80);
+  EXPECT_EQ(json["paths"][5]["io_latency_us"], -1);
 }
 
 PropertyMap pathProperties(const daemon::PathView &p) {
@@ -76,7 +112,12 @@ PropertyMap pathProperties(const daemon::PathView &p) {
           {"NetDev", sdbus::Variant(p.netdev)},
           {"Controller", sdbus::Variant(p.controller)},
           {"SessionId", sdbus::Variant(std::int32_t{p.sessionId})},
-          {"Note", sdbus::Variant(p.note)}};
+          {"Note", sdbus::Variant(p.note)},
+          {"ThroughputBytesPerSecond", sdbus::Variant(p.throughputBps)},
+          {"CapacityBytesPerSecond", sdbus::Variant(p.capacityBps)},
+          {"IoLatencyUs", sdbus::Variant(p.ioLatencyUs)},
+          {"Confidence", sdbus::Variant(std::uint32_t{p.confidence})},
+          {"Weight", sdbus::Variant(std::uint32_t{p.weight})}};
 }
 
 TEST(DbusSnapshotFromBus, RebuildsPathsAndIgnoresForeignInterfaces) {
@@ -140,6 +181,10 @@ TEST(DbusWatchText, RendersEveryPropertyType) {
             "[(unbound)=unknown, eth1=reachable]");
   EXPECT_EQ(variantToText(sdbus::Variant(Groups{{1U, 50, {"sdb", "sdc"}}, {2U, 10, {"sdd"}}})),
             "[1(prio 50): sdb sdc; 2(prio 10): sdd]");
+  using Decisions = std::vector<sdbus::Struct<std::int64_t, std::string, std::string>>;
+  EXPECT_EQ(variantToText(sdbus::Variant(Decisions{{1764460800, "reload", "m: weights a 100"},
+                                                   {1764460900, "held", "m: sdb failing"}})),
+            "[1764460800 reload: m: weights a 100; 1764460900 held: m: sdb failing]");
 }
 
 TEST(DbusClientErrors, SayWhetherTheDaemonRunsOrTheCallerMayNot) {

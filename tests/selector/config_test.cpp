@@ -264,7 +264,7 @@ TEST(ConfigErrors, UnknownEnumValuesListTheChoices) {
             "expected one of multibus, failover, group_by_controller, group_by_prio");
   EXPECT_EQ(parseError("[defaults]\nselector = \"random\""),
             "pathkeeper.conf:2:12: defaults.selector: unknown path selector \"random\"; expected "
-            "one of round-robin, queue-length, service-time, historical-service-time");
+            "one of round-robin, queue-length, service-time, historical-service-time, auto");
   EXPECT_THAT(parseError("[defaults]\nmode = \"boss\""),
               HasSubstr("defaults.mode: unknown mode \"boss\"; expected one of auto, owner, "
                         "companion"));
@@ -529,6 +529,82 @@ TEST(ConfigLayering, RemembersWhereEachDefaultWasSet) {
   auto config = parseConfig("\n[health]\nflap_window = \"3m\"\n", "90-late.conf", base);
   ASSERT_TRUE(config.has_value());
   EXPECT_EQ(config->keyOrigins.at("health.flap_window"), "90-late.conf:3:15");
+}
+
+// ------------------------------------------- adaptive selection
+
+TEST(ConfigAdaptive, DefaultsReloadAtMostOncePerMinuteWithTwentyPercentHysteresis) {
+  AdaptiveSettings adaptive = parseOk("").adaptive;
+  EXPECT_EQ(adaptive.minReloadInterval, std::chrono::seconds{60});
+  EXPECT_EQ(adaptive.sampleInterval, std::chrono::seconds{2});
+  EXPECT_EQ(adaptive.halfLife, std::chrono::seconds{10});
+  EXPECT_EQ(adaptive.hysteresisPercent, 20U);
+  EXPECT_EQ(adaptive.equalTolerancePercent, 15U);
+  EXPECT_EQ(adaptive.idleIops, 5U);
+  EXPECT_EQ(adaptive.minConfidencePercent, 50U);
+}
+
+TEST(ConfigAdaptive, ParsesEveryKeyOfTheTable) {
+  AdaptiveSettings adaptive = parseOk("[adaptive]\n"
+                                      "sample_interval = \"1s\"\n"
+                                      "half_life = \"30s\"\n"
+                                      "min_reload_interval = \"5m\"\n"
+                                      "hysteresis_percent = 10\n"
+                                      "equal_tolerance_percent = 5\n"
+                                      "idle_iops = 50\n"
+                                      "min_confidence_percent = 80\n")
+                                  .adaptive;
+  EXPECT_EQ(adaptive.sampleInterval, std::chrono::seconds{1});
+  EXPECT_EQ(adaptive.halfLife, std::chrono::seconds{30});
+  EXPECT_EQ(adaptive.minReloadInterval, std::chrono::minutes{5});
+  EXPECT_EQ(adaptive.hysteresisPercent, 10U);
+  EXPECT_EQ(adaptive.equalTolerancePercent, 5U);
+  EXPECT_EQ(adaptive.idleIops, 50U);
+  EXPECT_EQ(adaptive.minConfidencePercent, 80U);
+}
+
+TEST(ConfigAdaptive, OutOfRangeValuesNameTheKeyAndTheLimits) {
+  EXPECT_EQ(parseError("[adaptive]\nhysteresis_percent = 0\n"),
+            "pathkeeper.conf:2:22: adaptive.hysteresis_percent: must be between 1 and 100, got 0");
+  EXPECT_THAT(parseError("[adaptive]\nsample_interval = \"100ms\"\n"),
+              HasSubstr("adaptive.sample_interval: must be between 500ms and 1m, got 100ms"));
+  EXPECT_THAT(parseError("[adaptive]\nmin_reload_interval = \"0s\"\n"),
+              HasSubstr("adaptive.min_reload_interval: must be between 1s and 24h"));
+  EXPECT_THAT(parseError("[adaptive]\nequal_tolerance_percent = 95\n"),
+              HasSubstr("adaptive.equal_tolerance_percent: must be between 0 and 90"));
+  EXPECT_THAT(parseError("[adaptive]\nspeed = 3\n"),
+              HasSubstr("adaptive.speed: unknown key in [adaptive]"));
+}
+
+TEST(ConfigAdaptive, ValidateRejectsSettingsBuiltInCodeOutOfRange) {
+  Config config = builtinConfig();
+  config.adaptive.idleIops = 0;
+  auto valid = validateConfig(config);
+  ASSERT_FALSE(valid.has_value());
+  EXPECT_THAT(valid.error(), HasSubstr("adaptive.idle_iops: must be between 1 and 100000"));
+}
+
+TEST(ConfigSelectorAuto, IsAcceptedAndStartsAsServiceTime) {
+  Config config = parseOk("[defaults]\nselector = \"auto\"\n");
+  EXPECT_TRUE(config.defaults.autoSelector);
+  EXPECT_EQ(config.defaults.selector, SelectorKind::ServiceTime);
+  EXPECT_FALSE(parseOk("[defaults]\nselector = \"round-robin\"\n").defaults.autoSelector);
+  EXPECT_FALSE(Defaults{}.autoSelector);
+}
+
+TEST(ConfigSelectorAuto, FollowsTheUsualPrecedenceOfDeviceAndMap) {
+  Config config = parseOk("[defaults]\nselector = \"auto\"\n"
+                          "[[device]]\nvendor = \"^LIO\"\nselector = \"round-robin\"\n"
+                          "[[map]]\nwwid = \"3600a\"\nselector = \"auto\"\n");
+  EffectivePolicy other = policyFor(config, "3600b", "OTHER", "DISK");
+  EXPECT_TRUE(other.autoSelector);
+  EXPECT_EQ(other.selector, SelectorKind::ServiceTime);
+  EffectivePolicy lio = policyFor(config, "3600b", "LIO-ORG", "DISK");
+  EXPECT_FALSE(lio.autoSelector);
+  EXPECT_EQ(lio.selector, SelectorKind::RoundRobin);
+  EffectivePolicy mapped = policyFor(config, "3600a", "LIO-ORG", "DISK");
+  EXPECT_TRUE(mapped.autoSelector);
+  EXPECT_EQ(mapped.selector, SelectorKind::ServiceTime);
 }
 
 // ------------------------------------------- relative_throughput
@@ -920,14 +996,16 @@ TEST(ConfigSchema, EveryExampleChangesTheConfig) {
       EXPECT_NE(parseOk(text).defaults, Defaults{}) << text;
     } else if (key.table == "discovery") {
       EXPECT_NE(parseOk(text).discovery, DiscoverySettings{}) << text;
+    } else if (key.table == "adaptive") {
+      EXPECT_NE(parseOk(text).adaptive, AdaptiveSettings{}) << text;
     }
   }
 }
 
 TEST(ConfigSchema, EveryDefaultValueIsTheBuiltInDefault) {
   for (const auto &key : configSchema()) {
-    if (key.defaultValue.empty() ||
-        (key.table != "defaults" && key.table != "health" && key.table != "discovery")) {
+    if (key.defaultValue.empty() || (key.table != "defaults" && key.table != "health" &&
+                                     key.table != "discovery" && key.table != "adaptive")) {
       continue;
     }
     std::string text = "[" + std::string(key.table) + "]\n" + std::string(key.key) + " = " +
@@ -935,6 +1013,7 @@ TEST(ConfigSchema, EveryDefaultValueIsTheBuiltInDefault) {
     Config config = parseOk(text);
     EXPECT_EQ(config.defaults, Defaults{}) << text;
     EXPECT_EQ(config.discovery, DiscoverySettings{}) << text;
+    EXPECT_EQ(config.adaptive, AdaptiveSettings{}) << text;
   }
 }
 
@@ -1278,8 +1357,8 @@ TEST(ShippedConfig, ShowsEveryKeyOfTheSchema) {
   for (const auto &key : configSchema()) {
     std::regex word("(^|[^a-z_])" + std::string(key.key) + "([^a-z_]|$)");
     EXPECT_TRUE(std::regex_search(text, word)) << key.table << "." << key.key;
-    if (!key.defaultValue.empty() &&
-        (key.table == "defaults" || key.table == "health" || key.table == "discovery")) {
+    if (!key.defaultValue.empty() && (key.table == "defaults" || key.table == "health" ||
+                                      key.table == "discovery" || key.table == "adaptive")) {
       std::string line = "#" + std::string(key.key) + " = " + std::string(key.defaultValue) + "\n";
       EXPECT_THAT(text, HasSubstr(line));
     }

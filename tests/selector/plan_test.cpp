@@ -209,6 +209,21 @@ TEST(PlanMaps, FallsBackToServiceTimeWhenTheKernelLacksHistoricalServiceTime) {
       << with.maps.at(1).table;
 }
 
+TEST(PlanMaps, RendersSelectorAutoAsServiceTimeUntilMeasuredAndSaysSo) {
+  auto config = xserveConfig();
+  config.defaults.autoSelector = true;
+  config.defaults.selector = SelectorKind::ServiceTime;
+  auto plan = planMaps(xservePaths(), config);
+  const auto &upper = plan.maps.at(1);
+  EXPECT_TRUE(upper.autoSelector);
+  EXPECT_EQ(upper.spec.selector, SelectorKind::ServiceTime);
+  EXPECT_NE(upper.table.find("service-time 0 2 2 8:16 1 1 8:48 1 1"), std::string::npos)
+      << upper.table;
+  EXPECT_EQ(upper.notes.back(), "selector auto: service-time until pathkeeperd has measured the "
+                                "paths");
+  EXPECT_FALSE(planMaps(xservePaths(), xserveConfig()).maps.at(1).autoSelector);
+}
+
 TEST(ApplyLinkSpeedWeights, WeighsServiceTimePathsByTheirNicsSpeed) {
   auto plan = planMaps(xservePaths(), xserveConfig());
   auto upper = plan.maps[1];
