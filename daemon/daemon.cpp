@@ -1405,6 +1405,7 @@ void Daemon::publish() {
     // when the bindings really changed.
     networkWatch_->setBindings(mergeBindings(bindingsFromSessions(inventory_)));
   }
+  syncOwnedWwids();
   const StateSnapshot snap = snapshot();
   if (snap.status != lastStatus_) {
     sd_notify(0, fmt::format("STATUS={}", snap.status).c_str());
@@ -1416,6 +1417,61 @@ void Daemon::publish() {
   for (const auto &listener : listeners_) {
     listener(snap);
   }
+}
+
+void Daemon::syncOwnedWwids() {
+  const auto &file = options_.ownedWwidsFile;
+  if (file.empty()) {
+    return;
+  }
+  std::error_code ec;
+  if (mode_ != selector::Mode::Owner) {
+    // multipathd owns the maps: pathkeeper's rule must not mark any path.
+    if (fs::remove(file, ec)) {
+      log::notice(fmt::format("companion mode: removed {}", file.string()));
+    }
+    ownedWwids_.clear();
+    return;
+  }
+  if (ownedWwids_.empty()) {
+    // Keep what an earlier run listed: paths are marked at boot, before
+    // the daemon starts, and a WWID is never dropped behind the admin's back.
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.front() != '#') {
+        ownedWwids_.insert(line);
+      }
+    }
+  }
+  bool grew = false;
+  for (const auto &[alias, map] : maps_) {
+    if (!map.wwid.empty() && ownedWwids_.insert(map.wwid).second) {
+      grew = true;
+    }
+  }
+  if (!grew && fs::exists(file, ec)) {
+    return;
+  }
+  const fs::path tmp = file.string() + ".tmp";
+  {
+    fs::create_directories(file.parent_path(), ec);
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "# WWIDs of the multipath maps pathkeeperd owns (owner mode), one a line.\n"
+           "# Read by 62-pathkeeper.rules; written by pathkeeperd, never pruned by it.\n";
+    for (const auto &wwid : ownedWwids_) {
+      out << wwid << '\n';
+    }
+    if (!out.flush()) {
+      log::warning(fmt::format("cannot write {}", tmp.string()));
+      return;
+    }
+  }
+  fs::rename(tmp, file, ec);
+  if (ec) {
+    log::warning(fmt::format("cannot replace {}: {}", file.string(), ec.message()));
+    return;
+  }
+  log::info(fmt::format("{} lists {} WWID(s)", file.string(), ownedWwids_.size()));
 }
 
 void Daemon::writeStateFile(const StateSnapshot &snap) const {

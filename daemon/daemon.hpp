@@ -46,6 +46,11 @@ struct DaemonOptions {
   std::filesystem::path devRoot{"/dev"};
   /// The published state (schema 1, documented in pathkeeperd(8)); empty disables it.
   std::filesystem::path stateFile{"/run/pathkeeper/state.json"};
+  /// Owner mode: WWIDs of the maps pathkeeperd owns, one a line, for
+  /// udev-rules/62-pathkeeper.rules; kept across restarts and never pruned
+  /// automatically (like multipathd's wwids file), removed in companion
+  /// mode. Empty disables it.
+  std::filesystem::path ownedWwidsFile{"/var/lib/pathkeeper/owned-wwids"};
   std::optional<selector::Mode> mode; ///< overrides the config's mode
   /// How often session and device states are re-read from sysfs: the kernel
   /// sends no uevent when an iSCSI session logs in again.
@@ -131,6 +136,7 @@ private:
   void requestPublish();
   void publish();
   void writeStateFile(const StateSnapshot &snap) const;
+  void syncOwnedWwids();
 
   // Helpers.
   /// @brief Link speed in Mb/s per NIC the paths use, where the NIC knows it.
@@ -186,6 +192,7 @@ private:
   std::vector<std::function<void(const StateSnapshot &)>> listeners_;
   bool ready_ = false;
   std::string lastStatus_;
+  std::set<std::string> ownedWwids_; ///< what the owned-wwids file lists
   std::string pendingReconcileWhy_;
 
   EventSource udevSource_;

@@ -40,6 +40,9 @@ Options:
   --dev-root DIR       Device nodes for the TUR checker (default /dev)
   --state-file FILE    Where the published state goes (default
                        /run/pathkeeper/state.json; "" disables it)
+  --owned-wwids FILE   Owner mode: the WWIDs of the maps pathkeeperd owns, one a
+                       line, for the udev rule that marks their paths (default
+                       /var/lib/pathkeeper/owned-wwids; "" disables it)
   --no-udev-sync       Do not wait for udev after map changes (hosts without udevd)
   --no-dbus            Do not publish on the system bus (org.pathkeeper.PathKeeper1)
   --log-target TARGET  auto, journal or stderr (default auto: the journal when
@@ -109,8 +112,8 @@ int main(int argc, char **argv) {
       continue;
     }
     if (arg == "--config" || arg == "--config-dir" || arg == "--mode" || arg == "--sysfs-root" ||
-        arg == "--dev-root" || arg == "--state-file" || arg == "--log-target" ||
-        arg == "--log-level") {
+        arg == "--dev-root" || arg == "--state-file" || arg == "--owned-wwids" ||
+        arg == "--log-target" || arg == "--log-level") {
       auto v = value();
       if (!v) {
         return usageError(std::string(arg) + " needs a value");
@@ -125,6 +128,8 @@ int main(int argc, char **argv) {
         options.devRoot = *v;
       } else if (arg == "--state-file") {
         options.stateFile = *v;
+      } else if (arg == "--owned-wwids") {
+        options.ownedWwidsFile = *v;
       } else if (arg == "--mode") {
         auto mode = selector::parseMode(*v);
         if (!mode) {

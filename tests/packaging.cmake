@@ -28,4 +28,5 @@ set_tests_properties(packaging.man PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN
 add_test(NAME packaging.deb
          COMMAND ${PK_PACKAGING_TESTS}/deb_test.sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/packaging)
 # PK_DEB_PARALLEL in ctest's environment overrides its parallel=2.
-set_tests_properties(packaging.deb PROPERTIES LABELS host TIMEOUT 1800 SKIP_RETURN_CODE 77)
+set_tests_properties(packaging.deb PROPERTIES LABELS host TIMEOUT 1800 SKIP_RETURN_CODE 77
+                     FIXTURES_SETUP pathkeeper_deb)

@@ -35,9 +35,9 @@ TEST(Log, JournalStreamIsRecognisedOnlyForTheSameFile) {
 }
 
 TEST(Log, MessageIdsAreDistinct128BitHex) {
-  const std::string_view ids[] = {id::kPathFailed,      id::kPathReinstated, id::kPathShaky,
-                                  id::kMapCreated,      id::kMapReloaded,    id::kConfigRejected,
-                                  id::kAdaptiveDecision};
+  const std::string_view ids[] = {id::kPathFailed,       id::kPathReinstated, id::kPathShaky,
+                                  id::kMapCreated,       id::kMapReloaded,    id::kConfigRejected,
+                                  id::kAdaptiveDecision, id::kNetworkFinding};
   for (std::size_t i = 0; i < std::size(ids); ++i) {
     EXPECT_EQ(ids[i].size(), 32U);
     EXPECT_EQ(ids[i].find_first_not_of("0123456789abcdef"), std::string_view::npos);

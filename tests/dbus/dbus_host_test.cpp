@@ -486,7 +486,7 @@ TEST_F(DbusHost, ChangesArriveAsPropertiesChangedAndInterfacesAddedRemoved) {
   EXPECT_EQ(changes[1].type, Type::Added);
   EXPECT_EQ(changes[1].interface, kPathInterface);
   EXPECT_EQ(changes[1].properties.at("Device").get<std::string>(), "sdy");
-  EXPECT_EQ(changes[1].properties.size(), 17U);
+  EXPECT_EQ(changes[1].properties.size(), 22U);
 }
 
 TEST_F(DbusHost, UnprivilegedCallerReadsEverythingAndIsRefusedEveryMethod) {

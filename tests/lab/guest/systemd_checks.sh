@@ -41,6 +41,12 @@ sy_refused_fail_path() {
         [[ $(dmsetup status | grep -c " $(cat "/sys/block/$1/dev") F ") -eq 0 ]]
 }
 
+sy_marked() {
+    local info
+    info=$(udevadm info "/dev/$1")
+    [[ $info == *"DM_MULTIPATH_DEVICE_PATH=1"* && $info == *"ID_FS_TYPE=mpath_member"* ]]
+}
+
 # sy_run: the checks after the logins.
 sy_run() {
     lab_step "systemd 1: the udev rule started pathkeeperd"
@@ -77,6 +83,17 @@ sy_run() {
         org.pathkeeper.PathKeeper1.Manager Status
     lab_check "an unprivileged user is refused FailPath" sy_refused_fail_path "$sd"
     lab_check "xserve-upper: 8 MiB round trip" pd_io_roundtrip xserve-upper 0
+
+    lab_step "systemd 2b: owner mode marks the paths it owns"
+    local wwid_u
+    wwid_u=$(dmsetup info -c --noheadings -o uuid xserve-upper | sed 's/^mpath-//')
+    lab_wait 10 "/var/lib/pathkeeper/owned-wwids lists xserve-upper's WWID" \
+        grep -qx "$wwid_u" /var/lib/pathkeeper/owned-wwids
+    cat /var/lib/pathkeeper/owned-wwids
+    udevadm trigger --action=change --sysname-match="$sd" --settle
+    udevadm info "/dev/$sd" | grep -e DM_MULTIPATH_DEVICE_PATH -e ID_FS_TYPE -e SYSTEMD_READY -e PATHKEEPER || true
+    lab_check "$sd is marked as a multipath member (DM_MULTIPATH_DEVICE_PATH=1, mpath_member)" \
+        sy_marked "$sd"
     lab_check "the daemon logs to the journal (its map creation)" sy_journal_has "map xserve-upper created"
 
     lab_step "systemd 3: systemctl reload applies a config change"
