@@ -8,15 +8,18 @@ PD_LOG=$LAB_RUN/pathkeeperd.log
 PD_CONF=$LAB_RUN/pathkeeper.conf
 PD_PID=
 
-# pd_write_config SELECTOR [EXTRA_TOML]: the xserve controller rules plus the
-# health settings the daemon tests rely on. Polling is made slow on purpose
-# (checker_interval 60s, failed_checker_interval 30s): a reinstatement that
-# comes within a few seconds of the login can then only be event-driven.
+# pd_write_config SELECTOR [EXTRA_TOML [DEFAULTS_TOML]]: the xserve controller
+# rules plus the health settings the daemon tests rely on. Polling is made
+# slow on purpose (checker_interval 60s, failed_checker_interval 30s): a
+# reinstatement that comes within a few seconds of the login can then only be
+# event-driven. EXTRA_TOML goes at the end (whole tables); DEFAULTS_TOML are
+# key lines added inside [defaults] (TOML allows a table only once).
 pd_write_config() {
-    local selector=$1 extra=${2:-}
+    local selector=$1 extra=${2:-} defaults=${3:-}
     {
         cat "${LAB_DIR%/tests/lab}/tests/data/config/xserve.conf"
         printf '\n[defaults]\nselector = "%s"\nbindings_file = "%s"\n' "$selector" "$LAB_RUN/bindings"
+        [[ -z $defaults ]] || printf '%s\n' "$defaults"
         printf '\n[health]\nchecker_interval = "60s"\nfailed_checker_interval = "30s"\n'
         printf 'flap_threshold = 3\nflap_window = "5m"\nflap_recovery = "20s"\nflap_recovery_max = "2m"\n'
         printf '%s\n' "$extra"

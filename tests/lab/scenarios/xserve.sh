@@ -20,6 +20,10 @@
 #       dmadapter  the libdevmapper adapter on the real kernel (needs tool=)
 #       netcheck pathkeeperd's network check: with routing=none an
 #                unbound-egress finding, counters, the fix (needs daemon= and ctl=)
+#       adaptive pathkeeperd's relative_throughput = "auto" on 40+10 Mbit/s
+#                htb-shaped links under fio, then unshaped (needs daemon=)
+#       bench-adaptive  issue #9's benchmark on 40+10 Mbit/s: round-robin,
+#                queue-length, service-time, auto (needs daemon=; runs=N)
 #       systemd  the installed package under systemd as PID 1: udev starts
 #                pathkeeperd.service, reload, stop (needs lab run --systemd
 #                and deb=; the .deb is installed before the logins)
@@ -120,6 +124,8 @@ scenario_run() {
         dmadapter) source "$LAB_DIR/guest/dm_adapter.sh" && dma_run "$(xs_arg tool "" "$@")" ;;
         systemd) sy_run ;;
         netcheck) nc_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
+        adaptive) ad_run "$(xs_arg daemon "" "$@")" ;;
+        bench-adaptive) source "$LAB_DIR/guest/bench_adaptive.sh" && bench_adaptive "$(xs_arg daemon "" "$@")" "$(xs_arg runs 1 "$@")" ;;
         bench) bench_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" ;;
         esac
     done
