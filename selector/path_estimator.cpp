@@ -135,12 +135,23 @@ PathEstimator::Update PathEstimator::add(const StatSample &sample) {
   case IntervalResult::Kind::Measured:
     break;
   }
-  previous_ = sample;
   const IntervalMetrics &m = interval.metrics;
   last_ = m;
   if (m.iops < settings_.idleIops || m.ios == 0) {
-    return Update::Idle;
+    // Busy but with few completions: keep the window open (previous_ stays
+    // its start) until it holds enough of them to measure.
+    const bool busy = m.busyFraction >= kBusyWindowFraction;
+    const bool full = m.ios >= kMinWindowIos;
+    const bool tooLong = m.seconds >= std::chrono::duration<double>(kMaxWindow).count();
+    if (!busy || tooLong) {
+      previous_ = sample;
+      return Update::Idle;
+    }
+    if (!full) {
+      return Update::Idle;
+    }
   }
+  previous_ = sample;
   double halfLifeSeconds = std::chrono::duration<double>(settings_.halfLife).count();
   double alpha = halfLifeSeconds <= 0 ? 1.0 : 1.0 - std::exp2(-m.seconds / halfLifeSeconds);
   weight_ = (1.0 - alpha) * weight_ + alpha;

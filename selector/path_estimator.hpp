@@ -29,6 +29,12 @@
 // Idle versus slow: an interval with fewer completions than idleIops per
 // second says nothing about the path; it leaves every estimate and the
 // confidence unchanged, so a path without recent I/O is never judged slow.
+// Unless the path was busy most of that interval: a slow link moving large
+// requests (1 MiB reads merged to 8 MiB complete once every few seconds at
+// 10 Mbit/s) completes fewer than idleIops while never idle. Such intervals
+// are joined into one measurement window until it holds kMinWindowIos
+// completions (or kMaxWindow passes, which a stalled path never fills: it is
+// then dropped as idle, and its failure is the health checker's business).
 // Confidence does not decay while idle either: the last measured capacity is
 // still the best guess, and the first busy intervals correct it.
 //
@@ -130,6 +136,12 @@ struct EstimatorSettings {
 
 /// @brief Busy fractions below this are raised to it before dividing.
 inline constexpr double kMinBusyFraction = 0.05;
+/// A slow interval busier than this is joined with the next ones, not idle.
+inline constexpr double kBusyWindowFraction = 0.5;
+/// Completions a joined window needs before it is measured.
+inline constexpr std::uint64_t kMinWindowIos = 4;
+/// The longest a joined window may grow before it is dropped as idle.
+inline constexpr std::chrono::seconds kMaxWindow{60};
 
 /// @brief The estimates of one path.
 struct PathEstimate {
