@@ -112,7 +112,20 @@ Daemon::Daemon(EventLoop &loop, DaemonOptions options, DeviceMapper &dm)
     : loop_(loop), options_(std::move(options)), dm_(dm), sysfs_(options_.sysfsRoot),
       health_(selector::HealthSettings{}, static_cast<std::uint32_t>(::getpid())) {}
 
-Daemon::~Daemon() = default;
+Daemon::~Daemon() {
+  // A job that runs is finished (a reload is never left half done); the
+  // queued ones are dropped: the next start reads the kernel afresh.
+  for (auto *worker : {tableWorker_.get(), messageWorker_.get()}) {
+    if (worker == nullptr) {
+      continue;
+    }
+    const auto dropped = worker->stop();
+    if (!dropped.empty()) {
+      log::info(fmt::format("exit: {} queued device-mapper job(s) dropped: {}", dropped.size(),
+                            fmt::join(dropped, "; ")));
+    }
+  }
+}
 
 void Daemon::start() {
   auto config = loadConfig(options_.configFile, options_.configDir);
@@ -199,11 +212,23 @@ void Daemon::start() {
   } catch (const std::exception &e) {
     throw std::runtime_error(fmt::format("device-mapper: {}", e.what()));
   }
+  // From here on every device-mapper call goes through a worker, so that
+  // suspends and udev waits never stall the loop (see dm_worker.hpp). Two
+  // lanes: table work (reads, create, reload) can wait for udev for
+  // seconds, or for ever if udev hangs; a path message must not wait behind
+  // it. A message that overtakes a reload of its map is not lost: a health
+  // change during a reconcile pass asks for one more pass (apply()).
+  tableWorker_ = std::make_unique<DmWorker>(dm_);
+  tableSource_ =
+      loop_.addIo(tableWorker_->fd(), EPOLLIN, [this](unsigned) { tableWorker_->drain(); });
+  messageWorker_ = std::make_unique<DmWorker>(dm_);
+  messageSource_ =
+      loop_.addIo(messageWorker_->fd(), EPOLLIN, [this](unsigned) { messageWorker_->drain(); });
   const auto now = Clock::now();
   for (const auto &[name, path] : inventory_.paths) {
     addToHealth(path, now);
   }
-  reconcile();
+  reconcile(); // READY once it is done: finishStartup()
 
   const auto far = Clock::now() + std::chrono::hours(24);
   healthTimer_ = loop_.addTimer(far, [this] { onHealthTimer(); });
@@ -222,7 +247,12 @@ void Daemon::start() {
   startDueChecks(Clock::now());
   rearmHealthTimer();
 
+  // The watchdog now: the loop runs (and answers it) while the first
+  // reconcile's device-mapper work is on the worker.
   loop_.enableWatchdog();
+}
+
+void Daemon::finishStartup() {
   ready_ = true;
   publish();
   sd_notify(0, "READY=1");
@@ -636,12 +666,25 @@ Expected<void> Daemon::switchGroup(const std::string &map, unsigned group) {
     syncMultipathd();
     return {};
   }
-  try {
-    dm_.message(map, fmt::format("switch_group {}", group));
-  } catch (const std::exception &e) {
-    return pathkeeper::fail(e.what());
-  }
-  log::notice(fmt::format("map {}: switched to group {} by the admin", map, group), {{"MAP", map}});
+  // Validated above; the kernel's answer comes from the worker and is
+  // logged (a reload queued before it may take seconds).
+  const std::string text = fmt::format("switch_group {}", group);
+  messageWorker_->post(
+      fmt::format("{} on {}", text, map),
+      [map, text, group](DeviceMapper &dm) -> DmWorker::Continuation {
+        try {
+          dm.message(map, text);
+        } catch (const std::exception &e) {
+          return [map, text, what = std::string(e.what())] {
+            log::error(fmt::format("map {}: {} (asked by the admin) failed: {}", map, text, what),
+                       {{"MAP", map}});
+          };
+        }
+        return [map, group] {
+          log::notice(fmt::format("map {}: switched to group {} by the admin", map, group),
+                      {{"MAP", map}});
+        };
+      });
   return {};
 }
 
@@ -747,6 +790,11 @@ void Daemon::apply(const HealthTracker::Decisions &decisions) {
     }
   }
   if (!decisions.empty()) {
+    if (reconcileRunning_) {
+      // The pass in flight planned with the old states; a path it does not
+      // know yet got no message. One more pass puts dm right.
+      reconcileAgain_ = true;
+    }
     runFailback(Clock::now());
     requestPublish();
   }
@@ -781,13 +829,25 @@ void Daemon::sendPathMessage(const std::string &device, bool fail, const std::st
   }
   const std::string text =
       fmt::format("{} {}", fail ? "fail_path" : "reinstate_path", path->path.devt.str());
-  try {
-    dm_.message(map, text);
-    maps_.at(map).dmFailed[device] = fail;
-  } catch (const std::exception &e) {
-    log::error(fmt::format("{} on {} failed: {} (wanted because: {})", text, map, e.what(), reason),
-               {{"PATH", device}, {"MAP", map}});
-  }
+  messageWorker_->post(
+      fmt::format("{} on {}", text, map),
+      [this, map, text, device, fail, reason](DeviceMapper &dm) -> DmWorker::Continuation {
+        try {
+          dm.message(map, text);
+        } catch (const std::exception &e) {
+          return [map, text, device, reason, what = std::string(e.what())] {
+            log::error(
+                fmt::format("{} on {} failed: {} (wanted because: {})", text, map, what, reason),
+                {{"PATH", device}, {"MAP", map}});
+          };
+        }
+        return [this, map, device, fail] {
+          if (auto it = maps_.find(map); it != maps_.end()) {
+            it->second.dmFailed[device] = fail;
+            requestPublish();
+          }
+        };
+      });
 }
 
 void Daemon::runFailback(Clock::time_point now) {
@@ -811,31 +871,64 @@ void Daemon::runFailback(Clock::time_point now) {
     if (!decision) {
       continue;
     }
-    try {
-      dm_.message(alias, fmt::format("switch_group {}", decision->group));
-      log::notice(
-          fmt::format("map {}: switch to group {} ({})", alias, decision->group, decision->reason),
-          {{"MAP", alias}});
-    } catch (const std::exception &e) {
-      failback_.switchFailed(alias);
-      log::error(fmt::format("switch_group {} on {} failed: {}", decision->group, alias, e.what()),
-                 {{"MAP", alias}});
-    }
+    messageWorker_->post(
+        fmt::format("switch_group {} on {}", decision->group, alias),
+        [this, alias = alias, decision = *decision](DeviceMapper &dm) -> DmWorker::Continuation {
+          try {
+            dm.message(alias, fmt::format("switch_group {}", decision.group));
+          } catch (const std::exception &e) {
+            return [this, alias, decision, what = std::string(e.what())] {
+              failback_.switchFailed(alias);
+              log::error(
+                  fmt::format("switch_group {} on {} failed: {}", decision.group, alias, what),
+                  {{"MAP", alias}});
+            };
+          }
+          return [alias, decision] {
+            log::notice(fmt::format("map {}: switch to group {} ({})", alias, decision.group,
+                                    decision.reason),
+                        {{"MAP", alias}});
+          };
+        });
   }
 }
 
 // --- reconciling -------------------------------------------------------------------
 
 void Daemon::reconcile() {
-  const std::string why = std::exchange(pendingReconcileWhy_, {});
-  std::vector<LiveMap> live;
-  try {
-    live = daemon::readLiveMaps(dm_);
-  } catch (const std::exception &e) {
-    log::error(fmt::format("cannot read the live maps: {}", e.what()));
+  if (reconcileRunning_) {
+    reconcileAgain_ = true; // one more pass once this one is done
     return;
   }
+  reconcileRunning_ = true;
+  std::string why = std::exchange(pendingReconcileWhy_, {});
+  tableWorker_->post(
+      "read the live maps",
+      [this, why = std::move(why)](DeviceMapper &dm) mutable -> DmWorker::Continuation {
+        try {
+          return [this, why = std::move(why), live = daemon::readLiveMaps(dm)] {
+            reconcileWith(live, why);
+          };
+        } catch (const std::exception &e) {
+          return [this, what = std::string(e.what())] {
+            log::error(fmt::format("cannot read the live maps: {}", what));
+            finishReconcile();
+          };
+        }
+      });
+}
 
+void Daemon::finishReconcile() {
+  reconcileRunning_ = false;
+  if (!ready_) {
+    finishStartup();
+  }
+  if (std::exchange(reconcileAgain_, false)) {
+    reconcile();
+  }
+}
+
+void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &why) {
   ReconcileInput input;
   input.mode = mode_ == selector::Mode::Owner ? ReconcileMode::Owner : ReconcileMode::Companion;
   input.live = live;
@@ -849,6 +942,7 @@ void Daemon::reconcile() {
                          : Expected<selector::Bindings>(fail(text.error()));
       if (!parsed) {
         log::error(fmt::format("bindings: {}; not reconciling until it is fixed", parsed.error()));
+        finishReconcile();
         return;
       }
       bindings = std::move(*parsed);
@@ -919,11 +1013,42 @@ void Daemon::reconcile() {
                           stale.map, stale.uuid, stale.activePaths),
               {{"MAP", stale.map}});
   }
-  if (!plan.actions.empty()) {
-    log::info(fmt::format("reconcile ({}): {} action(s)", why.empty() ? "startup" : why,
-                          plan.actions.size()));
+  if (plan.actions.empty()) {
+    refreshMaps(live, input.desired, false);
+    runFailback(Clock::now());
+    requestPublish();
+    finishReconcile();
+    return;
   }
-  for (const auto &outcome : applyActions(plan.actions, dm_)) {
+  log::info(fmt::format("reconcile ({}): {} action(s)", why.empty() ? "startup" : why,
+                        plan.actions.size()));
+  tableWorker_->post(
+      fmt::format("{} reconcile action(s)", plan.actions.size()),
+      [this, actions = plan.actions, live = std::vector<LiveMap>(live),
+       desired = std::move(input.desired)](DeviceMapper &dm) mutable -> DmWorker::Continuation {
+        auto outcomes = applyActions(actions, dm);
+        std::string readError;
+        try {
+          live = daemon::readLiveMaps(dm);
+        } catch (const std::exception &e) {
+          readError = e.what(); // refresh from what was read before the actions
+        }
+        return [this, outcomes = std::move(outcomes), live = std::move(live),
+                desired = std::move(desired), readError = std::move(readError)] {
+          logOutcomes(outcomes);
+          if (!readError.empty()) {
+            log::error(fmt::format("cannot read the live maps: {}", readError));
+          }
+          refreshMaps(live, desired, false);
+          runFailback(Clock::now());
+          requestPublish();
+          finishReconcile();
+        };
+      });
+}
+
+void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
+  for (const auto &outcome : outcomes) {
     const Action &action = outcome.action;
     if (outcome.skipped) {
       log::warning(fmt::format("{}: skipped after an earlier failure", action.describe()),
@@ -936,24 +1061,18 @@ void Daemon::reconcile() {
                  {{"MAP", action.map}, {"WWID", action.uuid.substr(kMultipathUuidPrefix.size())}},
                  log::id::kMapCreated);
     } else if (action.kind == ActionKind::Reload) {
+      // "I/O held": suspend to the resume ioctl's return, what new I/O
+      // waited; the total includes loading the table and udev's rules.
       log::write(log::Level::Notice,
-                 fmt::format("{} in {:.1f} ms", action.describe(),
-                             static_cast<double>(outcome.elapsed.count()) / 1000.0),
-                 {{"MAP", action.map}}, log::id::kMapReloaded);
+                 fmt::format("{} in {:.1f} ms; I/O held {:.1f} ms", action.describe(),
+                             static_cast<double>(outcome.elapsed.count()) / 1000.0,
+                             static_cast<double>(outcome.held.count()) / 1000.0),
+                 {{"MAP", action.map}, {"HELD_US", std::to_string(outcome.held.count())}},
+                 log::id::kMapReloaded);
     } else {
       log::info(action.describe(), {{"MAP", action.map}});
     }
   }
-  if (!plan.actions.empty() || maps_.empty()) {
-    try {
-      live = daemon::readLiveMaps(dm_);
-    } catch (const std::exception &e) {
-      log::error(fmt::format("cannot read the live maps: {}", e.what()));
-    }
-  }
-  refreshMaps(live, input.desired, false);
-  runFailback(Clock::now());
-  requestPublish();
 }
 
 void Daemon::refreshMaps(const std::vector<LiveMap> &live,

@@ -13,6 +13,7 @@
 #include "adaptive_controller.hpp"
 #include "config.hpp"
 #include "dm_adapter.hpp"
+#include "dm_worker.hpp"
 #include "event_loop.hpp"
 #include "failback.hpp"
 #include "health.hpp"
@@ -114,7 +115,16 @@ private:
   void startDueChecks(Clock::time_point now);
   void rearmHealthTimer();
   void requestReconcile(std::string why);
+  /// @brief Starts a reconcile pass, or asks for one more when one runs. A
+  /// pass is asynchronous: the worker reads the live maps, the loop plans
+  /// (reconcileWith), the worker applies and reads again, and the loop
+  /// refreshes its view (finishReconcile).
   void reconcile();
+  void reconcileWith(const std::vector<LiveMap> &live, const std::string &why);
+  void finishReconcile();
+  void logOutcomes(const std::vector<ActionOutcome> &outcomes);
+  /// @brief READY=1, once the first reconcile is done.
+  void finishStartup();
   /// @brief Rebuilds maps_ from the kernel's maps: the desired ones in
   /// owner mode (every mpath- map at startup and in companion mode).
   void refreshMaps(const std::vector<LiveMap> &live,
@@ -194,8 +204,14 @@ private:
   std::string lastStatus_;
   std::set<std::string> ownedWwids_; ///< what the owned-wwids file lists
   std::string pendingReconcileWhy_;
+  std::unique_ptr<DmWorker> tableWorker_;   ///< dm reads, create and reload (after startup)
+  std::unique_ptr<DmWorker> messageWorker_; ///< dm path and group messages
+  bool reconcileRunning_ = false;
+  bool reconcileAgain_ = false;
 
   EventSource udevSource_;
+  EventSource tableSource_;
+  EventSource messageSource_;
   EventSource checkerSource_;
   EventSource healthTimer_;
   EventSource sessionTimer_;

@@ -24,9 +24,10 @@ std::string DmTargetLine::str() const {
 
 // --- the generic sequences, built on the virtual primitives ----------------
 
-void DeviceMapper::reload(const std::string &name, std::uint64_t sizeSectors,
-                          const std::string &params) {
+std::chrono::microseconds DeviceMapper::reload(const std::string &name, std::uint64_t sizeSectors,
+                                               const std::string &params) {
   load(name, sizeSectors, params);
+  const auto suspended = std::chrono::steady_clock::now();
   try {
     suspend(name);
   } catch (...) {
@@ -61,6 +62,7 @@ void DeviceMapper::reload(const std::string &name, std::uint64_t sizeSectors,
     }
     throw;
   }
+  return std::chrono::duration_cast<std::chrono::microseconds>(resumeReturned() - suspended);
 }
 
 SuspendGuard::SuspendGuard(DeviceMapper &dm, std::string name,
@@ -190,7 +192,8 @@ DmTaskPtr newTask(int type, std::string_view op, const std::string &name) {
 /// (dm_udev_wait also releases the cookie's semaphore when the ioctl failed).
 /// Returns the ioctl's errno, 0 on success.
 int runTask(dm_task *task, bool udevSync, std::uint16_t udevFlags, bool wantsCookie,
-            std::string_view op, const std::string &name) {
+            std::string_view op, const std::string &name,
+            std::chrono::steady_clock::time_point *ioctlReturned = nullptr) {
   std::uint32_t cookie = 0;
   const bool withCookie = wantsCookie && udevSync;
   if (withCookie && dm_task_set_cookie(task, &cookie, udevFlags) == 0) {
@@ -198,6 +201,9 @@ int runTask(dm_task *task, bool udevSync, std::uint16_t udevFlags, bool wantsCoo
   }
   const int ok = dm_task_run(task);
   const int err = ok != 0 ? 0 : dm_task_get_errno(task);
+  if (ioctlReturned != nullptr) {
+    *ioctlReturned = std::chrono::steady_clock::now();
+  }
   if (withCookie) {
     static_cast<void>(dm_udev_wait(cookie));
   } else if (wantsCookie) {
@@ -403,9 +409,11 @@ void LibDevmapper::resume(const std::string &name) {
   // multipath-tools' "reload" flag, which tells 11-dm-mpath.rules that
   // this is not a new device and the previous udev state still holds.
   const std::uint16_t flags = DM_UDEV_DISABLE_LIBRARY_FALLBACK | DM_SUBSYSTEM_UDEV_FLAG0;
-  if (int err = runTask(task.get(), udevSync_, flags, true, "resume", name); err != 0) {
+  auto returned = std::chrono::steady_clock::now();
+  if (int err = runTask(task.get(), udevSync_, flags, true, "resume", name, &returned); err != 0) {
     throwDm(err, "resume", name);
   }
+  resumeReturned_ = returned;
 }
 
 void LibDevmapper::remove(const std::string &name, bool deferred) {

@@ -11,6 +11,7 @@
 
 #include "model.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -94,7 +95,18 @@ public:
   /// - resume (the table swap) fails: the kernel can leave the map suspended
   ///   with the old table; it is resumed again, after clearing the inactive
   ///   table if the retry fails too.
-  void reload(const std::string &name, std::uint64_t sizeSectors, const std::string &params);
+  /// Returns how long the map was held suspended: from the suspend call to
+  /// the return of the resume ioctl (resumeReturned()), udev's processing
+  /// of the resume not included; new I/O waits that long.
+  std::chrono::microseconds reload(const std::string &name, std::uint64_t sizeSectors,
+                                   const std::string &params);
+
+  /// @brief When the last successful resume() let I/O flow again. An
+  /// implementation that waits for udev after the ioctl reports the ioctl's
+  /// return; this default, for those that do not, is "now".
+  [[nodiscard]] virtual std::chrono::steady_clock::time_point resumeReturned() const {
+    return std::chrono::steady_clock::now();
+  }
 };
 
 /// @brief Keeps a map suspended for a scope: suspends on construction and
@@ -165,6 +177,9 @@ public:
   void resume(const std::string &name) override;
   void remove(const std::string &name, bool deferred) override;
   void message(const std::string &name, const std::string &text) override;
+  [[nodiscard]] std::chrono::steady_clock::time_point resumeReturned() const override {
+    return resumeReturned_;
+  }
 
   /// @brief Whether udev synchronisation is in effect (asked for, and udev
   /// is running).
@@ -172,6 +187,7 @@ public:
 
 private:
   bool udevSync_;
+  std::chrono::steady_clock::time_point resumeReturned_;
 };
 
 } // namespace pathkeeper::daemon

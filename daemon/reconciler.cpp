@@ -20,6 +20,8 @@ std::string_view toString(ReloadReason reason) {
     return "groups";
   case ReloadReason::Selector:
     return "selector";
+  case ReloadReason::PathArgs:
+    return "path weights";
   case ReloadReason::Features:
     return "features";
   case ReloadReason::HwHandler:
@@ -98,6 +100,7 @@ std::vector<ReloadReason> compareTables(const selector::DmTable &want,
   // Selectors group by group, and the per-path args of every path both
   // tables carry (e.g. service-time's relative_throughput).
   bool selectorChanged = false;
+  bool pathArgsChanged = false;
   std::map<std::string, std::vector<std::string>> haveArgs;
   for (std::size_t g = 0; g < have.groups.size(); ++g) {
     for (const auto &path : have.groups[g].paths) {
@@ -116,12 +119,14 @@ std::vector<ReloadReason> compareTables(const selector::DmTable &want,
     for (const auto &path : group.paths) {
       auto found = haveArgs.find(canonicalDevice(path.device));
       if (found != haveArgs.end() && found->second != path.args) {
-        selectorChanged = true;
+        pathArgsChanged = true;
       }
     }
   }
   if (selectorChanged) {
     reasons.push_back(ReloadReason::Selector);
+  } else if (pathArgsChanged) {
+    reasons.push_back(ReloadReason::PathArgs); // e.g. adaptive weights, same selector
   }
 
   auto wantFeatures = selector::kernelEffective(want.features);
@@ -421,19 +426,21 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
       continue;
     }
     const auto started = std::chrono::steady_clock::now();
+    std::chrono::microseconds held{0};
     try {
       switch (action.kind) {
       case ActionKind::Create:
         dm.create(action.map, action.uuid, action.sizeSectors, action.params);
         break;
       case ActionKind::Reload:
-        dm.reload(action.map, action.sizeSectors, action.params);
+        held = dm.reload(action.map, action.sizeSectors, action.params);
         break;
       case ActionKind::Message:
         dm.message(action.map, action.message);
         break;
       }
       outcome.ok = true;
+      outcome.held = held;
       outcome.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(
           std::chrono::steady_clock::now() - started);
     } catch (const std::exception &e) {

@@ -80,7 +80,8 @@ enum class ReloadReason {
   Size,
   Paths,     ///< a path was added or removed
   Groups,    ///< same paths, grouped or ordered differently
-  Selector,  ///< selector name, selector args or per-path args
+  Selector,  ///< selector name or selector args (or both)
+  PathArgs,  ///< same selector, other per-path args (service-time weights)
   Features,  ///< any feature but queue_if_no_path
   HwHandler, ///< handler name or args
   Unreadable ///< the live table did not parse
@@ -146,9 +147,12 @@ struct ActionOutcome {
   bool ok = false;
   bool skipped = false; ///< not tried: an earlier action on the same map failed
   std::string error;
-  /// How long the call took. For a reload (load, suspend, resume) this bounds
-  /// the I/O pause, which adaptive selection must keep short.
+  /// How long the call took, udev's processing included.
   std::chrono::microseconds elapsed{0};
+  /// Reload only: how long the map was suspended, from the suspend call to
+  /// the return of the resume ioctl (DeviceMapper::reload). New I/O waits
+  /// that long; adaptive selection must keep it short.
+  std::chrono::microseconds held{0};
 };
 
 /// @brief Executes the actions in order. A failure does not stop the other

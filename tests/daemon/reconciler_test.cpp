@@ -484,6 +484,21 @@ TEST(Reconcile, ReloadsWhenAServiceTimeWeightChanges) {
   h.input.desired = {planned(spec)};
   auto plan = h.plan();
   ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  // Same selector, other weights: the log says what changed.
+  EXPECT_THAT(plan.actions[0].reasons, ElementsAre(ReloadReason::PathArgs));
+  EXPECT_EQ(plan.actions[0].describe(), "reload xserve-upper (path weights)");
+}
+
+TEST(Reconcile, ASelectorChangeWithNewWeightsIsASelectorChange) {
+  Harness h;
+  auto old = upperSpec();
+  old.selector = SelectorKind::ServiceTime;
+  h.dm.seed("xserve-upper", kUuid, planned(old).table);
+  auto spec = old;
+  spec.selector = SelectorKind::QueueLength;
+  h.input.desired = {planned(spec)};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
   EXPECT_THAT(plan.actions[0].reasons, ElementsAre(ReloadReason::Selector));
 }
 

@@ -167,6 +167,7 @@ pd_owner() {
     pd_flapping "$sd_u" "$dev_u"
     pd_sighup_bad_config
     pd_kill9_adoption "$daemon"
+    pd_udev_stalled "$sd_u" "$dev_u" "$sd_l" "$dev_l"
     lab_check "pathkeeperd exits on SIGTERM" pd_stop
     lab_check "the maps stay after the daemon exits" pd_maps_present
     lab_save pathkeeperd.log "$PD_LOG"
@@ -272,6 +273,51 @@ pd_kill9_adoption() {
     lab_check "the restarted daemon loaded no table" \
         not grep -q -e "created" -e "reload" <(tail -n +"$((log_lines + 1))" "$PD_LOG")
     lab_check "the restarted daemon logged the adoption" pd_log_has "adopted"
+}
+
+# pd_reload_line_after N: the daemon's first "reload ... in X ms; I/O held
+# Y ms" line after log line N.
+pd_reload_line_after() { tail -n +"$(($1 + 1))" "$PD_LOG" | grep -m1 -o 'reload xserve-[a-z]* (.*) in [0-9.]* ms; I/O held [0-9.]* ms'; }
+pd_reloaded_after() { [[ -n $(pd_reload_line_after "$1") ]]; }
+pd_bus_status() {
+    timeout 10 busctl --system get-property org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
+        org.pathkeeper.PathKeeper1.Manager Status
+}
+
+# A reload whose udev wait never ends (udevd stopped) holds the table
+# worker only: the loop keeps answering D-Bus, and cutting eth1 still fails
+# both maps' eth1 paths in dm (the message worker). No I/O runs, so no path
+# is failed by the kernel itself: the F comes from pathkeeperd's fail_path.
+pd_udev_stalled() {
+    local sd_u=$1 dev_u=$2 sd_l=$3 dev_l=$4 sel new lines line total held
+    lab_step "daemon 8: udevd stopped; a reload waits for it, path failures do not"
+    sel=$(dmsetup table xserve-upper | grep -o -e service-time -e queue-length | head -1)
+    if [[ $sel == service-time ]]; then new=queue-length; else new=service-time; fi
+    lines=$(wc -l <"$PD_LOG")
+    pkill -STOP -x systemd-udevd
+    pd_write_config "$new"
+    kill -HUP "$PD_PID"
+    lab_wait 60 "the kernel swapped in a $new table" grep -q " $new " <(dmsetup table)
+    sleep 3
+    lab_check "the reload is still waiting for udev (no 'reload ... in' line)" not pd_reloaded_after "$lines"
+    lab_check "the event loop still answers D-Bus" pd_bus_status
+    fault_link_cut eth1
+    lab_wait 60 "$sd_u failed in dm while the reload waits" pd_dm_is xserve-upper "$dev_u" F
+    lab_wait 60 "$sd_l failed in dm while the reload waits" pd_dm_is xserve-lower "$dev_l" F
+    lab_check "still waiting for udev" not pd_reloaded_after "$lines"
+    lab_check "the daemon logged $sd_u failing" pd_log_has "path $sd_u fail"
+    fault_link_restore eth1
+    pkill -CONT -x systemd-udevd
+    lab_wait 60 "the reload finished once udevd ran again" pd_reloaded_after "$lines"
+    line=$(pd_reload_line_after "$lines")
+    lab_log "after the stall: $line"
+    read -r total held < <(sed 's/.* in \([0-9.]*\) ms; I\/O held \([0-9.]*\) ms/\1 \2/' <<<"$line")
+    lab_check "I/O was held for less than the reload took (held $held ms, total $total ms)" \
+        awk -v h="$held" -v t="$total" 'BEGIN { exit !(h < t) }'
+    lab_wait 120 "$sd_u active in dm again" pd_dm_is xserve-upper "$dev_u" A
+    lab_wait 120 "$sd_l active in dm again" pd_dm_is xserve-lower "$dev_l" A
+    lab_wait 60 "both maps use $new" test "$(dmsetup table | grep -c " $new ")" -eq 2
+    lab_check "no map is left suspended" pd_no_map_suspended
 }
 
 # --- companion mode: Debian's multipathd owns the maps --------------------------

@@ -1,0 +1,133 @@
+#include "dm_worker.hpp"
+
+#include "log.hpp"
+
+#include <fmt/core.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <exception>
+#include <system_error>
+#include <utility>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace pathkeeper::daemon {
+
+DmWorker::DmWorker(DeviceMapper &dm) : dm_(dm), eventFd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (eventFd_ < 0) {
+    throw std::system_error(errno, std::generic_category(), "dm worker: eventfd");
+  }
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (...) {
+    ::close(eventFd_);
+    throw;
+  }
+}
+
+DmWorker::~DmWorker() {
+  stop();
+  ::close(eventFd_);
+}
+
+std::vector<std::string> DmWorker::stop() {
+  std::vector<std::string> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      return dropped;
+    }
+    stopping_ = true;
+    for (const auto &queued : queue_) {
+      dropped.push_back(queued.label);
+    }
+    queue_.clear();
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+  return dropped;
+}
+
+void DmWorker::post(std::string label, Job job) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      return;
+    }
+    queue_.push_back(Queued{std::move(label), std::move(job)});
+  }
+  ++pending_;
+  wake_.notify_one();
+}
+
+void DmWorker::run() {
+  for (;;) {
+    Queued next;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) {
+        return; // stopping, and stop() dropped the rest
+      }
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    Continuation then;
+    try {
+      then = next.job(dm_);
+    } catch (const std::exception &e) {
+      then = [label = next.label, what = std::string(e.what())] {
+        log::error(fmt::format("device-mapper: {}: {}", label, what));
+      };
+    } catch (...) {
+      then = [label = next.label] {
+        log::error(fmt::format("device-mapper: {}: unknown error", label));
+      };
+    }
+    const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - start);
+    {
+      std::lock_guard lock(mutex_);
+      if (longest_.label.empty() || elapsed > longest_.elapsed) {
+        longest_ = Longest{next.label, elapsed};
+      }
+      // An empty continuation still counts: pending() must go down.
+      done_.push_back(then ? std::move(then) : Continuation([] {}));
+      const std::uint64_t one = 1;
+      [[maybe_unused]] const auto wrote = ::write(eventFd_, &one, sizeof(one));
+    }
+  }
+}
+
+void DmWorker::drain() {
+  std::deque<Continuation> ready;
+  {
+    std::lock_guard lock(mutex_);
+    // Under the mutex, as run() writes it: readable exactly while
+    // continuations wait.
+    std::uint64_t count = 0;
+    [[maybe_unused]] const auto got = ::read(eventFd_, &count, sizeof(count));
+    ready.swap(done_);
+  }
+  for (auto &then : ready) {
+    --pending_;
+    then();
+  }
+}
+
+bool DmWorker::stopping() const {
+  std::lock_guard lock(mutex_);
+  return stopping_;
+}
+
+DmWorker::Longest DmWorker::longest() const {
+  std::lock_guard lock(mutex_);
+  return longest_;
+}
+
+} // namespace pathkeeper::daemon

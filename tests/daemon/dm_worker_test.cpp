@@ -1,0 +1,246 @@
+// DmWorker: jobs run off the calling thread, in order, and their
+// continuations run only in drain(), on the caller's thread; a throwing job
+// is reported; stop() finishes the running job and drops the queued ones.
+// DeviceMapper::reload's held time comes from resumeReturned().
+
+#include "dm_worker.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace pathkeeper::daemon {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+/// Records calls (from whichever thread makes them) and can hold a call
+/// until the test opens a gate.
+class RecordingDm final : public DeviceMapper {
+public:
+  std::vector<DmMapInfo> list() override { return {}; }
+  std::optional<DmMapInfo> info(const std::string &) override { return std::nullopt; }
+  std::optional<std::vector<DmTargetLine>> table(const std::string &) override {
+    return std::nullopt;
+  }
+  std::optional<std::vector<DmTargetLine>> status(const std::string &) override {
+    return std::nullopt;
+  }
+  void create(const std::string &name, const std::string &, std::uint64_t,
+              const std::string &) override {
+    record("create " + name);
+  }
+  void load(const std::string &name, std::uint64_t, const std::string &) override {
+    record("load " + name);
+  }
+  void clearInactive(const std::string &name) override { record("clear " + name); }
+  void suspend(const std::string &name) override { record("suspend " + name); }
+  void resume(const std::string &name) override { record("resume " + name); }
+  void remove(const std::string &name, bool) override { record("remove " + name); }
+  void message(const std::string &name, const std::string &text) override {
+    record("message " + name + " " + text);
+    if (text == "hold") {
+      std::unique_lock lock(mutex_);
+      holding_ = true;
+      changed_.notify_all();
+      changed_.wait(lock, [this] { return released_; });
+    }
+  }
+  [[nodiscard]] std::chrono::steady_clock::time_point resumeReturned() const override {
+    return resumeReturned_ ? *resumeReturned_ : std::chrono::steady_clock::now();
+  }
+
+  std::vector<std::string> calls() const {
+    std::lock_guard lock(mutex_);
+    return calls_;
+  }
+  std::vector<std::thread::id> threads() const {
+    std::lock_guard lock(mutex_);
+    return threads_;
+  }
+  void waitUntilHolding() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return holding_; });
+  }
+  void release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+  std::optional<std::chrono::steady_clock::time_point> resumeReturned_;
+
+private:
+  void record(std::string call) {
+    std::lock_guard lock(mutex_);
+    calls_.push_back(std::move(call));
+    threads_.push_back(std::this_thread::get_id());
+  }
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::string> calls_;
+  std::vector<std::thread::id> threads_;
+  bool holding_ = false;
+  bool released_ = false;
+};
+
+/// Waits (no time limit of its own: ctest's timeout is the bound) until the
+/// worker's fd is readable, then drains once.
+void drainWhenReady(DmWorker &worker) {
+  pollfd pfd{worker.fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, -1), 1);
+  worker.drain();
+}
+
+/// Drains until every posted job's continuation has run.
+void drainAll(DmWorker &worker) {
+  while (worker.pending() > 0) {
+    drainWhenReady(worker);
+  }
+}
+
+TEST(DmWorker, RunsJobsInOrderOnItsOwnThreadAndContinuationsOnTheCaller) {
+  RecordingDm dm;
+  DmWorker worker(dm);
+  std::vector<std::string> continued;
+  std::vector<std::thread::id> continuedOn;
+  for (const std::string name : {"a", "b", "c"}) {
+    worker.post("message " + name, [&, name](DeviceMapper &d) -> DmWorker::Continuation {
+      d.message(name, "fail_path 8:16");
+      return [&, name] {
+        continued.push_back(name);
+        continuedOn.push_back(std::this_thread::get_id());
+      };
+    });
+  }
+  EXPECT_EQ(worker.pending(), 3U);
+  drainAll(worker);
+  EXPECT_THAT(dm.calls(), ElementsAre("message a fail_path 8:16", "message b fail_path 8:16",
+                                      "message c fail_path 8:16"));
+  EXPECT_THAT(continued, ElementsAre("a", "b", "c"));
+  for (auto id : dm.threads()) {
+    EXPECT_NE(id, std::this_thread::get_id());
+  }
+  for (auto id : continuedOn) {
+    EXPECT_EQ(id, std::this_thread::get_id());
+  }
+  EXPECT_EQ(worker.pending(), 0U);
+}
+
+TEST(DmWorker, ContinuationsRunOnlyInDrain) {
+  RecordingDm dm;
+  DmWorker worker(dm);
+  bool continued = false;
+  worker.post("message m", [&](DeviceMapper &d) -> DmWorker::Continuation {
+    d.message("m", "reinstate_path 8:16");
+    return [&] { continued = true; };
+  });
+  pollfd pfd{worker.fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, -1), 1); // the job is done ...
+  EXPECT_FALSE(continued);           // ... but nothing touched the caller's state
+  worker.drain();
+  EXPECT_TRUE(continued);
+  // Drained: the fd is no longer readable.
+  EXPECT_EQ(::poll(&pfd, 1, 0), 0);
+}
+
+TEST(DmWorker, AJobThatThrowsStillCompletesAndTheNextOneRuns) {
+  RecordingDm dm;
+  DmWorker worker(dm);
+  bool second = false;
+  worker.post("broken", [](DeviceMapper &) -> DmWorker::Continuation {
+    throw std::runtime_error("the kernel said no");
+  });
+  worker.post("empty continuation", [](DeviceMapper &d) -> DmWorker::Continuation {
+    d.message("m", "x");
+    return {};
+  });
+  worker.post("second",
+              [&](DeviceMapper &) -> DmWorker::Continuation { return [&] { second = true; }; });
+  drainAll(worker);
+  EXPECT_TRUE(second);
+  EXPECT_THAT(dm.calls(), ElementsAre("message m x"));
+}
+
+TEST(DmWorker, ContinuationsMayPostMoreJobs) {
+  RecordingDm dm;
+  DmWorker worker(dm);
+  int finished = 0;
+  worker.post("read", [&](DeviceMapper &d) -> DmWorker::Continuation {
+    d.message("m", "first");
+    return [&] {
+      worker.post("apply", [&](DeviceMapper &d2) -> DmWorker::Continuation {
+        d2.message("m", "second");
+        return [&] { ++finished; };
+      });
+    };
+  });
+  drainAll(worker);
+  EXPECT_EQ(finished, 1);
+  EXPECT_THAT(dm.calls(), ElementsAre("message m first", "message m second"));
+}
+
+TEST(DmWorker, StopFinishesTheRunningJobAndDropsTheQueuedOnes) {
+  RecordingDm dm;
+  DmWorker worker(dm);
+  worker.post("held", [](DeviceMapper &d) -> DmWorker::Continuation {
+    d.message("m", "hold");
+    d.resume("m"); // must still happen: a running job is never cut short
+    return {};
+  });
+  worker.post("queued 1", [](DeviceMapper &d) -> DmWorker::Continuation {
+    d.message("m", "never");
+    return {};
+  });
+  worker.post("queued 2", [](DeviceMapper &) -> DmWorker::Continuation { return {}; });
+  dm.waitUntilHolding();
+  // stop() must wait for the held job, so release it from another thread
+  // once stop() has begun.
+  std::thread releaser([&] {
+    while (!worker.stopping()) {
+      std::this_thread::yield();
+    }
+    dm.release();
+  });
+  const std::vector<std::string> dropped = worker.stop();
+  releaser.join();
+  EXPECT_THAT(dropped, ElementsAre("queued 1", "queued 2"));
+  EXPECT_THAT(dm.calls(), ElementsAre("message m hold", "resume m"));
+  EXPECT_THAT(worker.stop(), IsEmpty()); // idempotent
+  worker.post("after stop", [](DeviceMapper &d) -> DmWorker::Continuation {
+    d.message("m", "late");
+    return {};
+  });
+  EXPECT_THAT(dm.calls(), ElementsAre("message m hold", "resume m"));
+}
+
+TEST(DmWorker, RemembersTheLongestJob) {
+  RecordingDm dm;
+  DmWorker worker(dm);
+  worker.post("quick", [](DeviceMapper &) -> DmWorker::Continuation { return {}; });
+  drainAll(worker);
+  EXPECT_EQ(worker.longest().label, "quick"); // the only one so far
+}
+
+TEST(DeviceMapperReload, HeldTimeEndsWhenTheResumeIoctlReturned) {
+  RecordingDm dm;
+  // An implementation that waited for udev after the ioctl reports the
+  // ioctl's return; reload() must measure to that point, not to its own end.
+  dm.resumeReturned_ = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  const auto held = dm.reload("m", 8, "0 0 1 1 round-robin 0 1 1 8:16 1");
+  EXPECT_GT(held, std::chrono::minutes(59));
+  EXPECT_THAT(dm.calls(), ElementsAre("load m", "suspend m", "resume m"));
+}
+
+} // namespace
+} // namespace pathkeeper::daemon
