@@ -281,6 +281,14 @@ void Daemon::onDeviceEvents() {
             map.dmFailed[device] = true;
           }
         }
+        if (adminFailed_.contains(device)) {
+          // The echo of the admin's own fail_path: it says nothing about
+          // the path's health, and counting it would make a path the admin
+          // fails a few times "shaky" (flap damping) and down until its
+          // next check after the release.
+          requestPublish();
+          continue;
+        }
         apply(health_.kernelFailed(device, now));
       } else if (ev.dmAction == "PATH_REINSTATED") {
         for (auto &[alias, map] : maps_) {
@@ -1496,6 +1504,10 @@ StateSnapshot Daemon::snapshot() const {
       view.alua = std::string(selector::toString(path->path.alua));
       view.sessionId = path->path.sessionId;
       view.note = findingNoteFor(networkFindings_, device, view.netdev, view.portal);
+    }
+    if (adminFailed_.contains(device)) {
+      view.note = "failed by the admin; held until reinstate-path" +
+                  (view.note.empty() ? std::string{} : "; " + view.note);
     }
     snap.paths.push_back(std::move(view));
   }

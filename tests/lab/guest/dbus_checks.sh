@@ -153,11 +153,18 @@ dc_run() {
     dev2=$(pd_devt "$sd2")
     lab_check "pathkeeperctl fail-path $sd2" "$ctl" fail-path "$sd2"
     lab_wait 15 "$sd2 ($dev2) failed in dmsetup status" pd_dm_is xserve-lower "$dev2" F
+    # The kernel's PATH_FAILED for the admin's own fail_path is not a health
+    # event: the path stays up for the checker (so it is not counted toward
+    # flap damping), and its note says who failed it.
+    lab_wait 15 "the state file notes the admin's hold on $sd2" \
+        grep -q "failed by the admin" <(pd_path_field "$sd2" note)
+    lab_check "$sd2 is still up for the health checks" pd_path_state_is "$sd2" up
+    lab_check "$sd2 was not called shaky" test "$(pd_path_field "$sd2" shaky)" = false
     lab_check "pathkeeperctl reinstate-path $sd2" "$ctl" reinstate-path "$sd2"
-    # ReinstatePath releases the admin's hold; the kernel had failed the
-    # path, so the daemon reinstates it at its next check of failed paths
-    # (failed_checker_interval 30s in pd_write_config), not at once.
-    lab_wait 45 "$sd2 ($dev2) active in dmsetup status" pd_dm_is xserve-lower "$dev2" A
+    # ReinstatePath releases the admin's hold; the path is up, so it is
+    # reinstated at once (before, the kernel's PATH_FAILED echo had marked it
+    # down, and it came back only at the next check of failed paths, 30 s).
+    lab_wait 15 "$sd2 ($dev2) active in dmsetup status" pd_dm_is xserve-lower "$dev2" A
     lab_wait 15 "busctl monitor: $sd2 went down and up" dc_saw_down_then_up "$sd2"
     kill "$DC_MON_PID" 2>/dev/null || true
     wait "$DC_MON_PID" 2>/dev/null || true
