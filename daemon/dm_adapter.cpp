@@ -188,15 +188,21 @@ DmTaskPtr newTask(int type, std::string_view op, const std::string &name) {
   return task;
 }
 
-/// Runs a task; with a cookie it waits until udev has processed the event
-/// (dm_udev_wait also releases the cookie's semaphore when the ioctl failed).
-/// Returns the ioctl's errno, 0 on success.
+/// Runs a task. With udev sync and @p wantsCookie the task carries a udev
+/// cookie: its own, waited for here until udev has processed the event, or
+/// with @p sharedCookie the caller's batch cookie (created on first use),
+/// which the caller waits for once (LibDevmapper::endUdevBatch). A failed
+/// ioctl releases its share of the cookie's semaphore inside libdevmapper;
+/// dm_udev_wait then only destroys the semaphore. Returns the ioctl's errno,
+/// 0 on success.
 int runTask(dm_task *task, bool udevSync, std::uint16_t udevFlags, bool wantsCookie,
             std::string_view op, const std::string &name,
-            std::chrono::steady_clock::time_point *ioctlReturned = nullptr) {
-  std::uint32_t cookie = 0;
+            std::chrono::steady_clock::time_point *ioctlReturned = nullptr,
+            std::uint32_t *sharedCookie = nullptr) {
+  std::uint32_t ownCookie = 0;
+  std::uint32_t *cookie = sharedCookie != nullptr ? sharedCookie : &ownCookie;
   const bool withCookie = wantsCookie && udevSync;
-  if (withCookie && dm_task_set_cookie(task, &cookie, udevFlags) == 0) {
+  if (withCookie && dm_task_set_cookie(task, cookie, udevFlags) == 0) {
     throwDm(EINVAL, op, name);
   }
   const int ok = dm_task_run(task);
@@ -205,7 +211,9 @@ int runTask(dm_task *task, bool udevSync, std::uint16_t udevFlags, bool wantsCoo
     *ioctlReturned = std::chrono::steady_clock::now();
   }
   if (withCookie) {
-    static_cast<void>(dm_udev_wait(cookie));
+    if (sharedCookie == nullptr) {
+      static_cast<void>(dm_udev_wait(ownCookie));
+    }
   } else if (wantsCookie) {
     // No udev: libdevmapper makes the /dev/mapper nodes itself.
     dm_task_update_nodes();
@@ -271,8 +279,21 @@ LibDevmapper::LibDevmapper(LibDevmapperOptions options) {
 }
 
 LibDevmapper::~LibDevmapper() {
+  endUdevBatch();
   dm_lib_release();
   dm_log_with_errno_init(nullptr);
+}
+
+void LibDevmapper::beginUdevBatch() {
+  batching_ = true;
+}
+
+void LibDevmapper::endUdevBatch() {
+  batching_ = false;
+  if (batchCookie_ != 0) {
+    static_cast<void>(dm_udev_wait(batchCookie_));
+    batchCookie_ = 0;
+  }
 }
 
 std::vector<DmMapInfo> LibDevmapper::list() {
@@ -365,8 +386,8 @@ void LibDevmapper::create(const std::string &name, const std::string &uuid,
   // With udev, the nodes are udev's job alone (as multipath-tools does):
   // a library fallback would race the rules and leave nodes udev does not
   // know about.
-  if (int err =
-          runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, "create", name);
+  if (int err = runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, "create",
+                        name, nullptr, batchCookie());
       err != 0) {
     throwDm(err, "create", name);
   }
@@ -410,7 +431,9 @@ void LibDevmapper::resume(const std::string &name) {
   // this is not a new device and the previous udev state still holds.
   const std::uint16_t flags = DM_UDEV_DISABLE_LIBRARY_FALLBACK | DM_SUBSYSTEM_UDEV_FLAG0;
   auto returned = std::chrono::steady_clock::now();
-  if (int err = runTask(task.get(), udevSync_, flags, true, "resume", name, &returned); err != 0) {
+  if (int err =
+          runTask(task.get(), udevSync_, flags, true, "resume", name, &returned, batchCookie());
+      err != 0) {
     throwDm(err, "resume", name);
   }
   resumeReturned_ = returned;
@@ -425,8 +448,8 @@ void LibDevmapper::remove(const std::string &name, bool deferred) {
     // udev's own rules briefly open a map after a change: retry through that.
     dm_task_retry_remove(task.get());
   }
-  if (int err =
-          runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, "remove", name);
+  if (int err = runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, "remove",
+                        name, nullptr, batchCookie());
       err != 0) {
     throwDm(err, "remove", name);
   }

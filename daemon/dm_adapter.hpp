@@ -101,6 +101,15 @@ public:
   std::chrono::microseconds reload(const std::string &name, std::uint64_t sizeSectors,
                                    const std::string &params);
 
+  /// @brief Starts a udev batch: create(), resume() and remove() no longer
+  /// wait for udev one by one; endUdevBatch() waits once for all of them.
+  /// Maps created in a batch exist (and take messages) at once; their
+  /// /dev/mapper nodes and udev properties are there after endUdevBatch().
+  /// N new maps thus cost one udev round, not N in a row. Default: no-op.
+  virtual void beginUdevBatch() {}
+  /// @brief Ends the batch and waits for udev; never throws.
+  virtual void endUdevBatch() {}
+
   /// @brief When the last successful resume() let I/O flow again. An
   /// implementation that waits for udev after the ioctl reports the ioctl's
   /// return; this default, for those that do not, is "now".
@@ -180,14 +189,20 @@ public:
   [[nodiscard]] std::chrono::steady_clock::time_point resumeReturned() const override {
     return resumeReturned_;
   }
+  void beginUdevBatch() override;
+  void endUdevBatch() override;
 
   /// @brief Whether udev synchronisation is in effect (asked for, and udev
   /// is running).
   [[nodiscard]] bool udevSync() const { return udevSync_; }
 
 private:
+  [[nodiscard]] std::uint32_t *batchCookie() { return batching_ ? &batchCookie_ : nullptr; }
+
   bool udevSync_;
   std::chrono::steady_clock::time_point resumeReturned_;
+  bool batching_ = false;
+  std::uint32_t batchCookie_ = 0; ///< 0 until the batch's first cookie task
 };
 
 } // namespace pathkeeper::daemon

@@ -414,6 +414,15 @@ std::vector<LiveMap> readLiveMaps(DeviceMapper &dm) {
 }
 
 std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, DeviceMapper &dm) {
+  // One udev round for the whole list (many new maps at cold start), waited
+  // for before returning, so every created map has its node by then.
+  struct Batch {
+    DeviceMapper &dm;
+    explicit Batch(DeviceMapper &d) : dm(d) { dm.beginUdevBatch(); }
+    ~Batch() { dm.endUdevBatch(); }
+    Batch(const Batch &) = delete;
+    Batch &operator=(const Batch &) = delete;
+  } batch(dm);
   std::vector<ActionOutcome> outcomes;
   std::set<std::string> broken; // maps whose create or reload failed
   for (const auto &action : actions) {

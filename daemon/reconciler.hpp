@@ -158,7 +158,9 @@ struct ActionOutcome {
 /// @brief Executes the actions in order. A failure does not stop the other
 /// maps; the remaining actions of the failed map are skipped, since they
 /// were planned against a table that is not there. A failed reload leaves
-/// the old table live and the map resumed (DeviceMapper::reload).
+/// the old table live and the map resumed (DeviceMapper::reload). The
+/// actions share one udev batch (DeviceMapper::beginUdevBatch), ended before
+/// returning.
 std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, DeviceMapper &dm);
 
 } // namespace pathkeeper::daemon

@@ -49,6 +49,12 @@ public:
   std::map<std::string, FakeMap> maps;
   std::vector<std::string> calls;
   std::map<std::string, int> failures; ///< operation -> how many of its next calls fail
+  /// calls.size() at each beginUdevBatch() / endUdevBatch()
+  std::vector<std::size_t> batchBegins;
+  std::vector<std::size_t> batchEnds;
+
+  void beginUdevBatch() override { batchBegins.push_back(calls.size()); }
+  void endUdevBatch() override { batchEnds.push_back(calls.size()); }
 
   std::vector<std::string> modifyingCalls() const {
     static const std::set<std::string> readers{"list", "info", "table", "status"};
@@ -820,6 +826,11 @@ TEST(Reconcile, ACreateFailureSkipsThatMapsMessagesOnly) {
   EXPECT_TRUE(outcomes[3].ok) << outcomes[3].error;
   EXPECT_FALSE(h.dm.maps.contains("xserve-lower"));
   EXPECT_FALSE(h.dm.maps["xserve-upper"].pathActive["8:32"]);
+  // One udev batch around every action, ended after the last one even
+  // though an action failed.
+  const std::size_t before = h.dm.calls.size() - h.dm.modifyingCalls().size();
+  EXPECT_THAT(h.dm.batchBegins, ElementsAre(before));
+  EXPECT_THAT(h.dm.batchEnds, ElementsAre(h.dm.calls.size()));
 }
 
 TEST(Reconcile, AFailedMessageDoesNotStopTheNextOnes) {

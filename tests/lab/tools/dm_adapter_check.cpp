@@ -370,6 +370,31 @@ int run(const std::string &sdA, const std::string &sdB) {
           "running again on the table it had");
   }
 
+  // 10b. a udev batch: two creates, one wait (cold start with many maps)
+  {
+    const std::string params = "0 0 1 1 round-robin 0 1 1 " + a.devt.str() + " 1";
+    const std::vector<std::string> names{"pk-batch-1", "pk-batch-2"};
+    dm.beginUdevBatch();
+    for (const auto &name : names) {
+      dm.create(name, "mpath-" + name, a.sizeSectors, params);
+      check(dm.info(name).has_value(), name + " exists in the kernel as soon as create returns");
+    }
+    dm.endUdevBatch();
+    for (const auto &name : names) {
+      struct stat bst {};
+      const std::string batchNode = "/dev/mapper/" + name;
+      check(::stat(batchNode.c_str(), &bst) == 0 && S_ISBLK(bst.st_mode),
+            batchNode + " is there once the batch's udev wait returns");
+      const std::string cmd =
+          "udevadm info --query=property --name=" + batchNode + " | grep -qx DM_NAME=" + name;
+      check(std::system(cmd.c_str()) == 0, "udev's database has " + name + " (DM_NAME)");
+    }
+    for (const auto &name : names) {
+      dm.remove(name, false);
+      check(!dm.info(name), name + " removed");
+    }
+  }
+
   // 11. remove
   dm.remove(kMap, false);
   check(!dm.info(kMap), kMap + " is gone");
