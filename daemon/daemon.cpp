@@ -335,8 +335,17 @@ void Daemon::pollSessions() {
   // Session state changes (a login after recovery) send no uevent; neither
   // does a device going from blocked to running. Re-read the cheap state
   // files and feed real changes through the inventory's event path.
+  // Every session and disk each sessionPoll; in between, every
+  // recoveringPoll, only those out of their healthy state.
+  const bool full = now >= nextFullSessionPoll_;
+  if (full) {
+    nextFullSessionPoll_ = now + options_.sessionPoll;
+  }
   std::vector<std::string> sessions;
   for (const auto &[name, session] : inventory_.sessions) {
+    if (!full && session.state == "LOGGED_IN") {
+      continue;
+    }
     const std::string state =
         readSmallFile(options_.sysfsRoot / "class/iscsi_session" / name / "state");
     if (!state.empty() && state != session.state) {
@@ -362,7 +371,7 @@ void Daemon::pollSessions() {
   }
   std::vector<UdevEvent> diskEvents; // applied after the walk: apply() edits the map
   for (const auto &[name, disk] : inventory_.disks) {
-    if (disk.session.empty()) {
+    if (disk.session.empty() || (!full && disk.state == "running")) {
       continue;
     }
     const std::string state = readSmallFile(options_.sysfsRoot / "block" / name / "device/state");
@@ -381,7 +390,17 @@ void Daemon::pollSessions() {
     changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
     syncHealth(changed, now);
   }
-  EventLoop::rearm(sessionTimer_, Clock::now() + options_.sessionPoll);
+  bool recovering = false;
+  for (const auto &[name, session] : inventory_.sessions) {
+    recovering = recovering || session.state != "LOGGED_IN";
+  }
+  for (const auto &[name, disk] : inventory_.disks) {
+    recovering = recovering || (!disk.session.empty() && disk.state != "running");
+  }
+  const auto next = recovering
+                        ? std::min(Clock::now() + options_.recoveringPoll, nextFullSessionPoll_)
+                        : nextFullSessionPoll_;
+  EventLoop::rearm(sessionTimer_, next);
 }
 
 void Daemon::sampleAdaptive() {

@@ -56,6 +56,10 @@ struct DaemonOptions {
   /// How often session and device states are re-read from sysfs: the kernel
   /// sends no uevent when an iSCSI session logs in again.
   std::chrono::milliseconds sessionPoll{500};
+  /// How often, while a session is out of LOGGED_IN (or a disk is not
+  /// running), just those are re-read: their return is what reinstatement
+  /// waits for, and there are few of them, so this costs little at scale.
+  std::chrono::milliseconds recoveringPoll{100};
   std::chrono::milliseconds debounce{150};
 };
 
@@ -204,6 +208,7 @@ private:
   std::string lastStatus_;
   std::set<std::string> ownedWwids_; ///< what the owned-wwids file lists
   std::string pendingReconcileWhy_;
+  Clock::time_point nextFullSessionPoll_{}; ///< pollSessions(): when to read every session again
   std::unique_ptr<DmWorker> tableWorker_;   ///< dm reads, create and reload (after startup)
   std::unique_ptr<DmWorker> messageWorker_; ///< dm path and group messages
   bool reconcileRunning_ = false;
