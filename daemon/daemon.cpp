@@ -9,6 +9,7 @@
 #include "net_iscsi_records.hpp"
 #include "reconciler.hpp"
 #include "session_coverage.hpp"
+#include "text.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -281,11 +282,15 @@ void Daemon::onDeviceEvents() {
             map.dmFailed[device] = true;
           }
         }
-        if (adminFailed_.contains(device)) {
-          // The echo of the admin's own fail_path: it says nothing about
-          // the path's health, and counting it would make a path the admin
-          // fails a few times "shaky" (flap damping) and down until its
-          // next check after the release.
+        const bool echo = echoes_.isEcho(device, true, now);
+        if (echo || adminFailed_.contains(device)) {
+          // The echo of our own fail_path (dm_echo.hpp), or of the admin's:
+          // it says nothing about the path's health. Counting the admin's
+          // would make a path the admin fails a few times "shaky" (flap
+          // damping) and down until its next check after the release.
+          log::debug(fmt::format("dm event PATH_FAILED for {}: {}", device,
+                                 echo ? "the echo of our fail_path" : "the admin holds it failed"),
+                     {{"PATH", device}});
           requestPublish();
           continue;
         }
@@ -295,6 +300,14 @@ void Daemon::onDeviceEvents() {
           if (map.dmFailed.contains(device)) {
             map.dmFailed[device] = false;
           }
+        }
+        if (echoes_.isEcho(device, false, now)) {
+          log::debug(fmt::format("dm event PATH_REINSTATED for {}: the echo of our "
+                                 "reinstate_path",
+                                 device),
+                     {{"PATH", device}});
+          requestPublish();
+          continue;
         }
         auto decisions = health_.kernelReinstated(device, now);
         if (mode_ == selector::Mode::Companion) {
@@ -491,6 +504,7 @@ void Daemon::syncHealth(const std::vector<std::string> &changed, Clock::time_poi
         log::info(fmt::format("path {} removed", device), {{"PATH", device}});
         apply(health_.removePath(device, now));
         adaptive_.forgetPath(device);
+        echoes_.forget(device);
       }
     } else if (!known) {
       addToHealth(*path, now);
@@ -856,19 +870,27 @@ void Daemon::sendPathMessage(const std::string &device, bool fail, const std::st
   }
   const std::string text =
       fmt::format("{} {}", fail ? "fail_path" : "reinstate_path", path->path.devt.str());
+  const auto posted = Clock::now();
+  echoes_.expect(device, fail, posted);
   messageWorker_->post(
       fmt::format("{} on {}", text, map),
-      [this, map, text, device, fail, reason](DeviceMapper &dm) -> DmWorker::Continuation {
+      [this, map, text, device, fail, reason, posted](DeviceMapper &dm) -> DmWorker::Continuation {
         try {
           dm.message(map, text);
         } catch (const std::exception &e) {
-          return [map, text, device, reason, what = std::string(e.what())] {
+          return [this, map, text, device, fail, reason, what = std::string(e.what())] {
+            echoes_.cancel(device, fail);
             log::error(
                 fmt::format("{} on {} failed: {} (wanted because: {})", text, map, what, reason),
                 {{"PATH", device}, {"MAP", map}});
           };
         }
-        return [this, map, device, fail] {
+        const auto done = Clock::now();
+        return [this, map, device, fail, text, wait = done - posted] {
+          log::debug(
+              fmt::format("{} on {}: done {} ms after the decision", text, map,
+                          std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()),
+              {{"PATH", device}, {"MAP", map}});
           if (auto it = maps_.find(map); it != maps_.end()) {
             it->second.dmFailed[device] = fail;
             requestPublish();
@@ -1049,6 +1071,11 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
   }
   log::info(fmt::format("reconcile ({}): {} action(s)", why.empty() ? "startup" : why,
                         plan.actions.size()));
+  for (const auto &action : plan.actions) {
+    if (auto echo = echoOf(action)) {
+      echoes_.expect(echo->first, echo->second, Clock::now());
+    }
+  }
   tableWorker_->post(
       fmt::format("{} reconcile action(s)", plan.actions.size()),
       [this, actions = plan.actions, live = std::vector<LiveMap>(live),
@@ -1074,8 +1101,28 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
       });
 }
 
+std::optional<std::pair<std::string, bool>> Daemon::echoOf(const Action &action) const {
+  if (action.kind != ActionKind::Message) {
+    return std::nullopt;
+  }
+  const auto words = selector::splitWords(action.message);
+  if (words.size() != 2 || (words[0] != "fail_path" && words[0] != "reinstate_path")) {
+    return std::nullopt;
+  }
+  std::string device = deviceOfDevt(words[1]);
+  if (device.empty()) {
+    return std::nullopt;
+  }
+  return std::make_pair(std::move(device), words[0] == "fail_path");
+}
+
 void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
   for (const auto &outcome : outcomes) {
+    if (!outcome.ok) {
+      if (auto echo = echoOf(outcome.action)) {
+        echoes_.cancel(echo->first, echo->second); // no event will come
+      }
+    }
     const Action &action = outcome.action;
     if (outcome.skipped) {
       log::warning(fmt::format("{}: skipped after an earlier failure", action.describe()),

@@ -13,6 +13,7 @@
 #include "adaptive_controller.hpp"
 #include "config.hpp"
 #include "dm_adapter.hpp"
+#include "dm_echo.hpp"
 #include "dm_worker.hpp"
 #include "event_loop.hpp"
 #include "failback.hpp"
@@ -127,6 +128,8 @@ private:
   void reconcileWith(const std::vector<LiveMap> &live, const std::string &why);
   void finishReconcile();
   void logOutcomes(const std::vector<ActionOutcome> &outcomes);
+  /// @brief (device, failed) for a fail_path/reinstate_path message action.
+  [[nodiscard]] std::optional<std::pair<std::string, bool>> echoOf(const Action &action) const;
   /// @brief READY=1, once the first reconcile is done.
   void finishStartup();
   /// @brief Rebuilds maps_ from the kernel's maps: the desired ones in
@@ -202,6 +205,7 @@ private:
   std::vector<std::string> planWarnings_;
   std::set<std::string> announced_;   ///< maps logged as created or adopted
   std::set<std::string> adminFailed_; ///< paths failed by FailPath, held until ReinstatePath
+  DmEchoFilter echoes_;               ///< our messages whose dm events are still due
   std::map<std::string, selector::SelectorKind> selectorOverrides_; ///< SetSelector, by alias
   std::vector<std::function<void(const StateSnapshot &)>> listeners_;
   bool ready_ = false;
