@@ -1080,7 +1080,9 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
       fmt::format("{} reconcile action(s)", plan.actions.size()),
       [this, actions = plan.actions, live = std::vector<LiveMap>(live),
        desired = std::move(input.desired)](DeviceMapper &dm) mutable -> DmWorker::Continuation {
+        const auto started = Clock::now();
         auto outcomes = applyActions(actions, dm);
+        const auto applied = Clock::now() - started; // udev's processing included
         std::string readError;
         try {
           live = daemon::readLiveMaps(dm);
@@ -1088,8 +1090,11 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
           readError = e.what(); // refresh from what was read before the actions
         }
         return [this, outcomes = std::move(outcomes), live = std::move(live),
-                desired = std::move(desired), readError = std::move(readError)] {
+                desired = std::move(desired), readError = std::move(readError), applied] {
           logOutcomes(outcomes);
+          log::debug(fmt::format(
+              "{} action(s) applied in {} ms, udev's processing of them included", outcomes.size(),
+              std::chrono::duration_cast<std::chrono::milliseconds>(applied).count()));
           if (!readError.empty()) {
             log::error(fmt::format("cannot read the live maps: {}", readError));
           }
@@ -1136,7 +1141,8 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
                  log::id::kMapCreated);
     } else if (action.kind == ActionKind::Reload) {
       // "I/O held": suspend to the resume ioctl's return, what new I/O
-      // waited; the total includes loading the table and udev's rules.
+      // waited; the total adds loading the table. udev's processing comes
+      // after, once for the whole pass (applyActions' udev batch).
       log::write(log::Level::Notice,
                  fmt::format("{} in {:.1f} ms; I/O held {:.1f} ms", action.describe(),
                              static_cast<double>(outcome.elapsed.count()) / 1000.0,

@@ -277,6 +277,27 @@ pd_kill9_adoption() {
 
 # pd_reload_line_after N: the daemon's first "reload ... in X ms; I/O held
 # Y ms" line after log line N.
+# pd_threads: every pathkeeperd thread's name, wait channel and kernel stack.
+pd_threads() {
+    local t
+    for t in /proc/"$PD_PID"/task/*; do
+        echo "--- thread ${t##*/} $(<"$t/comm") wchan=$(<"$t/wchan") state=$(awk '/^State/ {print $2}' "$t/status")"
+        cat "$t/stack" 2>/dev/null || true
+    done
+    dmsetup info -c -o name,suspended,live_table,inactive_table,events 2>/dev/null || true
+    ipcs -s 2>/dev/null | tail -n +3 || true
+}
+
+# pd_poll_quiet SECS COMMAND...: waits up to SECS for COMMAND, no log.
+pd_poll_quiet() {
+    local deadline=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        ((SECONDS < deadline)) || return 1
+        sleep 1
+    done
+}
+
 pd_reload_line_after() { tail -n +"$(($1 + 1))" "$PD_LOG" | grep -m1 -o 'reload xserve-[a-z]* (.*) in [0-9.]* ms; I/O held [0-9.]* ms'; }
 pd_reloaded_after() { [[ -n $(pd_reload_line_after "$1") ]]; }
 pd_bus_status() {
@@ -297,7 +318,10 @@ pd_udev_stalled() {
     pkill -STOP -x systemd-udevd
     pd_write_config "$new"
     kill -HUP "$PD_PID"
-    lab_wait 60 "the kernel swapped in a $new table" grep -q " $new " <(dmsetup table)
+    if ! pd_poll_quiet 60 grep -q " $new " <(dmsetup table); then
+        pd_threads # where the daemon waits, for the failure's diagnosis
+    fi
+    lab_wait 5 "the kernel swapped in a $new table" grep -q " $new " <(dmsetup table)
     sleep 3
     lab_check "the reload is still waiting for udev (no 'reload ... in' line)" not pd_reloaded_after "$lines"
     lab_check "the event loop still answers D-Bus" pd_bus_status
