@@ -315,6 +315,11 @@ pd_udev_stalled() {
     sel=$(dmsetup table xserve-upper | grep -o -e service-time -e queue-length | head -1)
     if [[ $sel == service-time ]]; then new=queue-length; else new=service-time; fi
     lines=$(wc -l <"$PD_LOG")
+    # Stop udevd idle, not in the middle of an event: a worker frozen while
+    # its blkid reads the map is not the situation under test (the first run
+    # of this step saw the table swap itself stall once; pd_threads shows
+    # where, should it happen again).
+    udevadm settle --timeout=30 || lab_log "udev did not settle in 30 s"
     pkill -STOP -x systemd-udevd
     pd_write_config "$new"
     kill -HUP "$PD_PID"
