@@ -39,6 +39,7 @@
 BENCH_AD_WINDOW=20
 BENCH_AD_MIDNIGHT_MS=
 BENCH_AD_STEADY=0
+BENCH_AD_SELECTORS="round-robin queue-length service-time auto"
 
 # bench_ad_selector_is SEL: the kernel's table for the map uses SEL.
 bench_ad_selector_is() { [[ $(dmsetup table "$AD_MAP" 2>/dev/null) == *" $1 "* ]]; }
@@ -96,37 +97,80 @@ bench_ad_logged_reloads() {
         }'
 }
 
-# bench_ad_pauses LAT_LOG FROM_MS RELOADS: from fio's per-I/O latency log
+# bench_ad_pauses LAT_LOG FROM_MS WINDOWS: from fio's per-I/O latency log
 # (--log_unix_epoch: "EPOCH_MS, LAT_NS, DIR, BS, ..." in completion order)
-# and RELOADS (bench_ad_logged_reloads' lines), one line per reload
+# and WINDOWS (lines "LO_MS HI_MS", epoch), one line per window
 #   "R GAP_MS LAT_MS"
-# (the longest completion gap that overlaps the reload's interval, and the
-# longest latency of an I/O completed in it), then the baseline away from
-# every reload's interval, from FROM_MS on: "B GAP_MS LAT_MS COMPLETIONS".
+# (the longest gap between consecutive completions that overlaps the window,
+# and the longest latency of an I/O in flight during it, i.e. completed at or
+# after LO and submitted, completion - latency, at or before HI), then the
+# baseline from FROM_MS on, away from every window: "B GAP_MS LAT_MS COUNT".
 bench_ad_pauses() {
-    awk -F, -v from="$2" -v reloads="$3" '
+    awk -F, -v from="$2" -v windows="$3" '
         BEGIN {
-            n = split(reloads, line, "\n")
-            for (i = 1; i <= n; i++) { split(line[i], x, " "); lo[i] = x[1] - x[2] - 1000; hi[i] = x[1] + 1000 }
+            n = split(windows, line, "\n")
+            for (i = 1; i <= n; i++) { split(line[i], x, " "); lo[i] = x[1]; hi[i] = x[2] }
         }
         {
-            t = $1 + 0; lat = $2 / 1e6; inr = 0
+            t = $1 + 0; lat = $2 / 1e6; inr = 0; near = 0
             for (i = 1; i <= n; i++) {
-                if (NR > 1 && t >= lo[i] && p <= hi[i] && t - p > rg[i]) rg[i] = t - p
-                if (t >= lo[i] && t <= hi[i]) { inr = 1; if (lat > rl[i]) rl[i] = lat }
+                if (NR > 1 && t >= lo[i] && p <= hi[i]) { near = 1; if (t - p > rg[i]) rg[i] = t - p }
+                if (t >= lo[i] && t - lat <= hi[i]) { inr = 1; if (lat > rl[i]) rl[i] = lat }
             }
-            if (NR > 1 && p >= from) {
-                near = 0
-                for (i = 1; i <= n; i++) if (t >= lo[i] && p <= hi[i]) near = 1
-                if (!near && t - p > bg) bg = t - p
-            }
-            if (!inr && t >= from && lat > bl) bl = lat
+            if (NR > 1 && p >= from && !near && t - p > bg) bg = t - p
+            if (!inr && t - lat >= from && lat > bl) bl = lat
             p = t
         }
         END {
             for (i = 1; i <= n; i++) printf "R %.0f %.0f\n", rg[i], rl[i]
             printf "B %.0f %.0f %d\n", bg, bl, NR
         }' "$1"
+}
+
+# --- the kernel's side of a reload: kprobes on dm_suspend and dm_resume ------
+# A reload is DM_TABLE_LOAD, DM_DEV_SUSPEND (dm_suspend: new I/O to the map is
+# held from here, and it returns once the I/O in flight has completed) and
+# DM_DEV_SUSPEND with resume (swap the table, dm_resume: the held I/O goes).
+# dm_suspend's entry to dm_resume's return is the window in which the map
+# takes no new I/O; the tracer's clock (mono, microseconds) is tied to the
+# epoch by a trace_marker line written when fio starts.
+
+BENCH_AD_TRACE=/sys/kernel/tracing
+BENCH_AD_TRACING=0
+
+bench_ad_trace_setup() {
+    local t=$BENCH_AD_TRACE e
+    mountpoint -q "$t" || mount -t tracefs nodev "$t" || return 1
+    echo 0 >"$t/tracing_on"
+    echo mono >"$t/trace_clock"
+    for e in 'p:pkb/susp dm_suspend' 'r:pkb/susp_ret dm_suspend' 'p:pkb/res dm_resume' 'r:pkb/res_ret dm_resume'; do
+        echo "$e" >>"$t/kprobe_events" || return 1
+    done
+    echo 1 >"$t/events/pkb/enable" && echo 1 >"$t/tracing_on" && BENCH_AD_TRACING=1
+}
+
+# bench_ad_trace_mark: empties the trace and ties its clock to the epoch.
+bench_ad_trace_mark() {
+    ((BENCH_AD_TRACING)) || return 0
+    : >"$BENCH_AD_TRACE/trace"
+    echo "pkb_epoch_us ${EPOCHREALTIME/./}" >"$BENCH_AD_TRACE/trace_marker"
+}
+
+# bench_ad_trace_pairs: every suspend/resume since the mark, one per line:
+# "SUSPEND_EPOCH_MS DRAIN_MS PAUSE_MS COMM" (dm_suspend's entry; its return;
+# dm_resume's return, both relative to the entry).
+bench_ad_trace_pairs() {
+    ((BENCH_AD_TRACING)) || return 0
+    awk '
+        {
+            ev = ""
+            for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) { ts = substr($i, 1, length($i) - 1) * 1000; ev = $(i + 1); break }
+            if (ev == "") next
+            if (ev == "tracing_mark_write:" && $(i + 2) == "pkb_epoch_us") { off = $(i + 3) / 1000 - ts; next }
+            if (ev == "susp:") { s = ts; sr = -1; comm = $1 }
+            else if (ev == "susp_ret:") sr = ts
+            else if (ev == "res_ret:" && s != "") { printf "%.1f %.1f %.1f %s\n", s + off, sr < 0 ? -1 : sr - s, ts - s, comm; s = "" }
+        }' "$BENCH_AD_TRACE/trace"
 }
 
 # bench_ad_one SCEN LINK_SUM_BPS NAME SELECTOR RT RW RUN: one configuration,
@@ -155,6 +199,7 @@ bench_ad_one() {
         lat=$LAB_RUN/ad-lat-$scen-$run
         rm -f "$lat"_*.log
         lines0=$(wc -l <"$PD_LOG")
+        bench_ad_trace_mark
         bench_now; t_io=$BENCH_T
         ad_io_start "rand$rw" --write_lat_log="$lat" --log_avg_msec=0 --log_unix_epoch=1
         BENCH_AD_CONFIDENT_SINCE=
@@ -189,17 +234,28 @@ bench_ad_one() {
 # bench_ad_reload_pauses SCEN NAME RUN LAT_PREFIX LOG_LINE0 T_IO_MS: the
 # reload figures of one auto run (see the header).
 bench_ad_reload_pauses() {
-    local scen=$1 name=$2 run=$3 log=$4_lat.1.log lines0=$5 t_io=$6 reloads out worst_g=0 worst_d=0 i=0 g l
-    local -a rl
+    local scen=$1 name=$2 run=$3 log=$4_lat.1.log lines0=$5 t_io=$6 reloads kernel out worst_g=0 worst_d=0 i=0 g l d hms w
+    local -a rl kl
     reloads=$(bench_ad_logged_reloads "$lines0")
+    kernel=$(bench_ad_trace_pairs)
     bench_result "$scen" "$name" reloads_logged "$run" "$(grep -c . <<<"$reloads")"
+    if ((BENCH_AD_TRACING)); then
+        bench_result "$scen" "$name" kernel_suspends "$run" "$(grep -c . <<<"$kernel")"
+        if [[ -n $kernel ]]; then
+            bench_result "$scen" "$name" kernel_pause_ms "$run" "$(awk '$3 > m { m = $3 } END { printf "%.1f", m }' <<<"$kernel")"
+            bench_result "$scen" "$name" kernel_drain_ms "$run" "$(awk '$2 > m { m = $2 } END { printf "%.1f", m }' <<<"$kernel")"
+        fi
+    fi
     if [[ ! -s $log ]]; then
         bench_result "$scen" "$name" reload_pause_ms "$run" none
         bench_note "$scen $name run $run: fio left no latency log"
         return 0
     fi
     lab_save "${log##*/}" "$log"
-    out=$(bench_ad_pauses "$log" $((t_io + 3000)) "$reloads")
+    # The daemon's view: its log line's time (the reload's end) minus its
+    # "in N ms", widened by 1 s on each side.
+    w=$(awk '{ printf "%.0f %.0f\n", $1 - $2 - 1000, $1 + 1000 }' <<<"$reloads")
+    out=$(bench_ad_pauses "$log" $((t_io + 3000)) "$w")
     mapfile -t rl <<<"$reloads"
     while read -r kind g l rest; do
         if [[ $kind == B ]]; then
@@ -210,11 +266,24 @@ bench_ad_reload_pauses() {
         fi
         read -r _ d hms <<<"${rl[i]}"
         i=$((i + 1))
-        bench_note "$scen $name run $run: reload at $hms (daemon: in $d ms): longest completion gap around it $g ms, longest I/O latency $l ms"
+        bench_note "$scen $name run $run: reload logged at $hms (daemon: in $d ms): longest completion gap within 1 s of it $g ms, longest latency of an I/O in flight then $l ms"
         if ((g > worst_g)); then worst_g=$g; fi
         d=${d%.*}
         if ((d > worst_d)); then worst_d=$d; fi
     done <<<"$out"
+    # The kernel's view: exactly dm_suspend's entry to dm_resume's return.
+    if [[ -n $kernel ]]; then
+        w=$(awk '{ printf "%.0f %.0f\n", $1, $1 + $3 }' <<<"$kernel")
+        mapfile -t kl <<<"$kernel"
+        i=0
+        while read -r kind g l rest; do
+            [[ $kind == R ]] || continue
+            read -r t d p comm <<<"${kl[i]}"
+            i=$((i + 1))
+            t=${t%.*}
+            bench_note "$scen $name run $run: kernel: $comm suspended a map at $(date -d "@${t%???}" +%T).${t: -3} for $p ms (drain $d ms); fio: longest completion gap overlapping it $g ms, longest latency of an I/O in flight then $l ms"
+        done < <(bench_ad_pauses "$log" $((t_io + 3000)) "$w")
+    fi
     if [[ -z $reloads ]]; then
         bench_result "$scen" "$name" reload_pause_ms "$run" none
         bench_result "$scen" "$name" reload_lat_ms "$run" none
@@ -229,15 +298,19 @@ bench_ad_reload_pauses() {
 # bench_ad_set LINKS RW RUNS: one link set ("40+10": eth1 40, eth2 10 Mbit/s)
 # and direction (read, write), RUNS x the four selectors.
 bench_ad_set() {
-    local fast=${1%+*} slow=${1#*+} rw=$2 runs=$3 run scen=xserve-$1-$2 sum
+    local fast=${1%+*} slow=${1#*+} rw=$2 runs=$3 run scen=xserve-$1-$2 sum sel
     sum=$(((fast + slow) * 1000000))
     BENCH_AD_STEADY=0
     for ((run = 1; run <= runs; run++)); do
-        bench_ad_one "$scen" "$sum" round-robin round-robin equal "$rw" "$run" || true
-        bench_ad_one "$scen" "$sum" queue-length queue-length equal "$rw" "$run" || true
-        bench_ad_one "$scen" "$sum" service-time service-time equal "$rw" "$run" || true
-        bench_ad_one "$scen" "$sum" auto auto auto "$rw" "$run" || true
+        for sel in $BENCH_AD_SELECTORS; do
+            if [[ $sel == auto ]]; then
+                bench_ad_one "$scen" "$sum" auto auto auto "$rw" "$run" || true
+            else
+                bench_ad_one "$scen" "$sum" "$sel" "$sel" equal "$rw" "$run" || true
+            fi
+        done
     done
+    [[ " $BENCH_AD_SELECTORS " == *" auto "* ]] || return 0
     bench_result "$scen" auto reloads_per_min all \
         "$(awk -v n="$BENCH_AD_STEADY" -v s=$((runs * BENCH_AD_WINDOW)) 'BEGIN { printf "%.2f", n * 60 / s }')"
     bench_note "$scen auto: $BENCH_AD_STEADY adaptive reloads in $runs steady windows of $BENCH_AD_WINDOW s"
@@ -254,7 +327,10 @@ bench_adaptive() {
     lab_check "pathkeeperd binary given (daemon=PATH)" test -x "$BENCH_AD_DAEMON"
     lab_check "fio is installed" command -v fio
     pk_mask_multipath_uevent_check
-    bench_note "xserve-upper, htb both ends, fio rand{read,write} 128k direct QD8, windows of $BENCH_AD_WINDOW s, $runs runs, auto with min_reload_interval 10s; kernel $(uname -r), $(nproc) vCPUs"
+    if [[ " $BENCH_AD_SELECTORS " == *" auto "* ]]; then
+        bench_ad_trace_setup || bench_note "no kprobes on dm_suspend/dm_resume: kernel_* figures not taken"
+    fi
+    bench_note "selectors: $BENCH_AD_SELECTORS; xserve-upper, htb both ends, fio rand{read,write} 128k direct QD8, windows of $BENCH_AD_WINDOW s, $runs runs, auto with min_reload_interval 10s; kernel $(uname -r), $(nproc) vCPUs"
     for links in "$@"; do
         ad_shape "${links%+*}mbit" "${links#*+}mbit"
         for rw in read write; do
