@@ -39,6 +39,7 @@
 BENCH_AD_WINDOW=20
 BENCH_AD_MIDNIGHT_MS=
 BENCH_AD_STEADY=0
+BENCH_AD_LINES0=0
 BENCH_AD_SELECTORS="round-robin queue-length service-time auto"
 
 # bench_ad_selector_is SEL: the kernel's table for the map uses SEL.
@@ -67,12 +68,17 @@ bench_ad_reloads_now() {
 
 # bench_ad_settled: auto has decided. Either it has reloaded (adaptive_reloads
 # >= 1: service-time with weights on unequal links, queue-length on equal
-# ones), or both paths' estimates have been confident for 8 s (4 of the
+# ones) and the reload has ended (its log line; the count goes up at the
+# decision, seconds earlier), or both paths' estimates have been confident for 8 s (4 of the
 # daemon's 2 s evaluations) without a reload: it keeps its table (equal
 # service-time weights, within the hysteresis).
 BENCH_AD_CONFIDENT_SINCE=
 bench_ad_settled() {
-    (($(bench_ad_reloads_now) >= 1)) && return 0
+    if (($(bench_ad_reloads_now) >= 1)); then
+        # counted at the decision; the reload ends with its log line
+        [[ -n $(bench_ad_logged_reloads "$BENCH_AD_LINES0") ]] && return 0
+        return 1
+    fi
     local low
     low=$(jq -r --arg m "$AD_MAP" '[.paths[] | select(.map == $m) | select((.confidence // 0) < 50)] | length' "$PD_STATE" 2>/dev/null)
     if [[ $low != 0 ]]; then
@@ -127,13 +133,18 @@ bench_ad_pauses() {
         }' "$1"
 }
 
-# --- the kernel's side of a reload: kprobes on dm_suspend and dm_resume ------
+# --- the kernel's side of a reload: kprobes in dm and dm-multipath ---------
 # A reload is DM_TABLE_LOAD, DM_DEV_SUSPEND (dm_suspend: new I/O to the map is
 # held from here, and it returns once the I/O in flight has completed) and
-# DM_DEV_SUSPEND with resume (swap the table, dm_resume: the held I/O goes).
-# dm_suspend's entry to dm_resume's return is the window in which the map
-# takes no new I/O; the tracer's clock (mono, microseconds) is tied to the
-# epoch by a trace_marker line written when fio starts.
+# DM_DEV_SUSPEND with resume (swap the table, dm_resume). After the swap the
+# new table has no current path group; with a hardware handler attached
+# (scsi_dh_alua on the lab's LIO LUNs) choosing one sets pg_init_required,
+# and dm-mpath requeues every request (with a 100 ms delay) until each path
+# of the group has been activated: activate_path_work per path, then its
+# pg_init_done. So the map takes no new I/O from dm_suspend's entry to the
+# later of dm_resume's return and the last pg_init_done. The tracer's clock
+# (mono, microseconds) is tied to the epoch by a trace_marker line written
+# when fio starts.
 
 BENCH_AD_TRACE=/sys/kernel/tracing
 BENCH_AD_TRACING=0
@@ -146,6 +157,9 @@ bench_ad_trace_setup() {
     for e in 'p:pkb/susp dm_suspend' 'r:pkb/susp_ret dm_suspend' 'p:pkb/res dm_resume' 'r:pkb/res_ret dm_resume'; do
         echo "$e" >>"$t/kprobe_events" || return 1
     done
+    for e in 'p:pkb/pgi dm_multipath:activate_path_work' 'p:pkb/pgd dm_multipath:pg_init_done'; do
+        echo "$e" >>"$t/kprobe_events" || bench_note "no kprobe $e: path activation not traced"
+    done
     echo 1 >"$t/events/pkb/enable" && echo 1 >"$t/tracing_on" && BENCH_AD_TRACING=1
 }
 
@@ -157,8 +171,9 @@ bench_ad_trace_mark() {
 }
 
 # bench_ad_trace_pairs: every suspend/resume since the mark, one per line:
-# "SUSPEND_EPOCH_MS DRAIN_MS PAUSE_MS COMM" (dm_suspend's entry; its return;
-# dm_resume's return, both relative to the entry).
+#   "SUSPEND_EPOCH_MS DRAIN_MS RESUMED_MS ACTIVATED_MS ACTIVATIONS COMM"
+# from dm_suspend's entry: its return, dm_resume's return, and the last
+# pg_init_done before the next suspend (within 10 s; -1 and 0 when none).
 bench_ad_trace_pairs() {
     ((BENCH_AD_TRACING)) || return 0
     awk '
@@ -167,9 +182,13 @@ bench_ad_trace_pairs() {
             for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) { ts = substr($i, 1, length($i) - 1) * 1000; ev = $(i + 1); break }
             if (ev == "") next
             if (ev == "tracing_mark_write:" && $(i + 2) == "pkb_epoch_us") { off = $(i + 3) / 1000 - ts; next }
-            if (ev == "susp:") { s = ts; sr = -1; comm = $1 }
-            else if (ev == "susp_ret:") sr = ts
-            else if (ev == "res_ret:" && s != "") { printf "%.1f %.1f %.1f %s\n", s + off, sr < 0 ? -1 : sr - s, ts - s, comm; s = "" }
+            if (ev == "susp:") { n++; s[n] = ts; sr[n] = -1; r[n] = -1; pd[n] = -1; c[n] = $1 }
+            else if (ev == "susp_ret:" && n) sr[n] = ts - s[n]
+            else if (ev == "res_ret:" && n && r[n] < 0) r[n] = ts - s[n]
+            else if (ev == "pgd:" && n && r[n] >= 0 && ts - s[n] - r[n] <= 10000) { pd[n] = ts - s[n]; np[n]++ }
+        }
+        END {
+            for (k = 1; k <= n; k++) if (r[k] >= 0) printf "%.1f %.1f %.1f %.1f %d %s\n", s[k] + off, sr[k], r[k], pd[k], np[k], c[k]
         }' "$BENCH_AD_TRACE/trace"
 }
 
@@ -199,6 +218,7 @@ bench_ad_one() {
         lat=$LAB_RUN/ad-lat-$scen-$run
         rm -f "$lat"_*.log
         lines0=$(wc -l <"$PD_LOG")
+        BENCH_AD_LINES0=$lines0
         bench_ad_trace_mark
         bench_now; t_io=$BENCH_T
         ad_io_start "rand$rw" --write_lat_log="$lat" --log_avg_msec=0 --log_unix_epoch=1
@@ -242,7 +262,10 @@ bench_ad_reload_pauses() {
     if ((BENCH_AD_TRACING)); then
         bench_result "$scen" "$name" kernel_suspends "$run" "$(grep -c . <<<"$kernel")"
         if [[ -n $kernel ]]; then
-            bench_result "$scen" "$name" kernel_pause_ms "$run" "$(awk '$3 > m { m = $3 } END { printf "%.1f", m }' <<<"$kernel")"
+            # the held time: dm_suspend's entry to the later of dm_resume's
+            # return and the last path activation; the longest of the run
+            bench_result "$scen" "$name" kernel_pause_ms "$run" "$(awk '{ p = $4 > $3 ? $4 : $3; if (p > m) m = p } END { printf "%.1f", m }' <<<"$kernel")"
+            bench_result "$scen" "$name" kernel_suspended_ms "$run" "$(awk '$3 > m { m = $3 } END { printf "%.1f", m }' <<<"$kernel")"
             bench_result "$scen" "$name" kernel_drain_ms "$run" "$(awk '$2 > m { m = $2 } END { printf "%.1f", m }' <<<"$kernel")"
         fi
     fi
@@ -273,15 +296,15 @@ bench_ad_reload_pauses() {
     done <<<"$out"
     # The kernel's view: exactly dm_suspend's entry to dm_resume's return.
     if [[ -n $kernel ]]; then
-        w=$(awk '{ printf "%.0f %.0f\n", $1, $1 + $3 }' <<<"$kernel")
+        w=$(awk '{ printf "%.0f %.0f\n", $1, $1 + ($4 > $3 ? $4 : $3) }' <<<"$kernel")
         mapfile -t kl <<<"$kernel"
         i=0
         while read -r kind g l rest; do
             [[ $kind == R ]] || continue
-            read -r t d p comm <<<"${kl[i]}"
+            read -r t d p a np comm <<<"${kl[i]}"
             i=$((i + 1))
             t=${t%.*}
-            bench_note "$scen $name run $run: kernel: $comm suspended a map at $(date -d "@${t%???}" +%T).${t: -3} for $p ms (drain $d ms); fio: longest completion gap overlapping it $g ms, longest latency of an I/O in flight then $l ms"
+            bench_note "$scen $name run $run: kernel: $comm suspended a map at $(date -d "@${t%???}" +%T).${t: -3}: drained in $d ms, resumed at +$p ms, $np path activations done at +$a ms; fio: longest completion gap overlapping that $g ms, longest latency of an I/O in flight then $l ms"
         done < <(bench_ad_pauses "$log" $((t_io + 3000)) "$w")
     fi
     if [[ -z $reloads ]]; then
