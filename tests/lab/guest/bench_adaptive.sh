@@ -355,6 +355,9 @@ bench_adaptive() {
     fi
     bench_note "selectors: $BENCH_AD_SELECTORS; xserve-upper, htb both ends, fio rand{read,write} 128k direct QD8, windows of $BENCH_AD_WINDOW s, $runs runs, auto with min_reload_interval 10s; kernel $(uname -r), $(nproc) vCPUs"
     for links in "$@"; do
+        # htb cannot change a root qdisc in place ("tc qdisc replace" fails
+        # on the second link set): clear it first
+        ad_unshape
         ad_shape "${links%+*}mbit" "${links#*+}mbit"
         for rw in read write; do
             bench_ad_set "$links" "$rw" "$runs"
