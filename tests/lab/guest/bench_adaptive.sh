@@ -16,10 +16,10 @@
 #                        40+10, 0.5 on 40+40)
 #   adaptive_reloads     the daemon's count at the end of the window
 # and for auto only:
-#   settle_ms            fio start to the first adaptive reload in the state
-#                        file ("none" when the daemon kept its table)
+#   settle_ms            fio start to the end of the first adaptive reload
+#                        (its log line; "none" when the daemon kept its table)
 #   steady_reloads       adaptive reloads during the window, which starts
-#                        5 s after the first reload; reloads_per_min (run
+#                        5 s after that; reloads_per_min (run
 #                        "all") is their sum over the runs' windows per minute
 #   reload_pause_ms      the longest gap between consecutive fio completions
 #                        that overlaps [start - 1 s, end + 1 s] of a reload of
@@ -27,14 +27,18 @@
 #                        the longest over the run's reloads (fio's per-I/O log,
 #                        Unix-epoch milliseconds, against the daemon's log
 #                        times, milliseconds, same guest clock)
-#   reload_lat_ms        the longest single I/O latency (submit to
-#                        completion) in those same intervals
+#   reload_lat_ms        the longest latency (submit to completion) of an
+#                        I/O in flight during those same intervals
 #   baseline_gap_ms, baseline_lat_ms: the same two away from any reload
 #                        (from 3 s after fio's start, the TCP ramp excluded)
 #   daemon_reload_ms     the daemon's own "reload ... in N ms" (load + suspend
 #                        + resume including its udev wait), the longest
 #   reloads_logged       reload lines of the map logged while fio ran
-# and a NOTE per reload with its time, the daemon's figure and both gaps.
+#   kernel_suspends, kernel_pause_ms, kernel_suspended_ms, kernel_drain_ms:
+#                        from kprobes (see "the kernel's side" below), the
+#                        longest of the run
+# and NOTEs per reload with its times, the daemon's figure, and fio's gap
+# and latency over both the daemon's and the kernel's interval.
 
 BENCH_AD_WINDOW=20
 BENCH_AD_MIDNIGHT_MS=
