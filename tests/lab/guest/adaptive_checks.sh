@@ -23,18 +23,23 @@ ad_shape() {
 }
 ad_unshape() { local d; for d in eth1 sw1 eth2 sw2; do fault_tc_clear "$d"; done; }
 
-# ad_io_start: 128 KiB direct random reads at queue depth 8 on the map,
-# until ad_io_stop. Random, so that the block layer cannot merge them into
-# multi-MiB requests, and no more than 1 MiB in flight: the lab's fast iSCSI
-# timers (NOP-Out every 2 s, 3 s timeout) would fail a 10 Mbit/s session
-# whose pings queue behind several seconds of data (with 1 MiB sequential
-# reads at queue depth 16, merged to 8 MiB, both sessions timed out).
+# ad_io_start [RW [FIO_ARGS...]]: 128 KiB direct random I/O (RW: randread,
+# the default, or randwrite; the lab's LUNs are scratch) at queue depth 8 on
+# the map, until ad_io_stop. Random, so that the block layer cannot merge
+# them into multi-MiB requests, and no more than 1 MiB in flight: the lab's
+# fast iSCSI timers (NOP-Out every 2 s, 3 s timeout) would fail a 10 Mbit/s
+# session whose pings queue behind several seconds of data (with 1 MiB
+# sequential reads at queue depth 16, merged to 8 MiB, both sessions timed
+# out). FIO_ARGS are added as they are (e.g. a latency log).
+# shellcheck disable=SC2120 # bench_adaptive.sh passes RW and fio options
 ad_io_start() {
-    fio --name=adaptive --filename="/dev/mapper/$AD_MAP" --rw=randread --bs=128k --direct=1 \
+    local rw=${1:-randread}
+    (($#)) && shift
+    fio --name=adaptive --filename="/dev/mapper/$AD_MAP" --rw="$rw" --bs=128k --direct=1 \
         --ioengine=libaio --iodepth=8 --time_based --runtime=3000 \
-        --output="$AD_FIO_OUT" >/dev/null 2>&1 &
+        --output="$AD_FIO_OUT" "$@" >/dev/null 2>&1 &
     AD_FIO_PID=$!
-    lab_log "fio started on $AD_MAP (pid $AD_FIO_PID): random reads, 128 KiB, QD 8"
+    lab_log "fio started on $AD_MAP (pid $AD_FIO_PID): $rw, 128 KiB, QD 8"
 }
 ad_io_running() { kill -0 "$AD_FIO_PID" 2>/dev/null; }
 ad_io_stop() {

@@ -22,8 +22,11 @@
 #                unbound-egress finding, counters, the fix (needs daemon= and ctl=)
 #       adaptive pathkeeperd's relative_throughput = "auto" on 40+10 Mbit/s
 #                htb-shaped links under fio, then unshaped (needs daemon=)
-#       bench-adaptive  issue #9's benchmark on 40+10 Mbit/s: round-robin,
-#                queue-length, service-time, auto (needs daemon=; runs=N)
+#       bench-adaptive  issue #9's benchmark: round-robin, queue-length,
+#                service-time, auto on 40+10 and 40+40 Mbit/s, reads and
+#                writes (needs daemon=; runs=N, default 3; window=SECS,
+#                default 20; links=40+10,40+40; selectors=a,b: a subset
+#                of round-robin,queue-length,service-time,auto)
 #       systemd  the installed package under systemd as PID 1: udev starts
 #                pathkeeperd.service, reload, stop (needs lab run --systemd
 #                and deb=; the .deb is installed before the logins)
@@ -125,7 +128,13 @@ scenario_run() {
         systemd) sy_run ;;
         netcheck) nc_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg ctl "" "$@")" ;;
         adaptive) ad_run "$(xs_arg daemon "" "$@")" ;;
-        bench-adaptive) source "$LAB_DIR/guest/bench_adaptive.sh" && bench_adaptive "$(xs_arg daemon "" "$@")" "$(xs_arg runs 1 "$@")" ;;
+        bench-adaptive)
+            source "$LAB_DIR/guest/bench_adaptive.sh"
+            BENCH_AD_SELECTORS=$(xs_arg selectors "$BENCH_AD_SELECTORS" "$@" | tr , ' ')
+            # shellcheck disable=SC2046 # links=40+10,40+40: one word per set
+            bench_adaptive "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" "$(xs_arg window 20 "$@")" \
+                $(xs_arg links "40+10,40+40" "$@" | tr , ' ')
+            ;;
         bench) bench_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" ;;
         esac
     done
