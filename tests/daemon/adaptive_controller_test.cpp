@@ -161,6 +161,24 @@ TEST(AdaptiveController, SwitchesAnAutoMapWithEqualPathsToQueueLength) {
   EXPECT_EQ(fixed.spec.selector, SelectorKind::ServiceTime);
 }
 
+// selector = "auto" starts as queue-length (config): equal paths keep it
+// without a reload, unequal ones get weighted service-time.
+TEST(AdaptiveController, AnAutoMapStartingAsQueueLengthReloadsOnlyForUnequalPaths) {
+  AdaptiveController equal;
+  feed(equal, 8, 4e6);
+  auto input = upperMap();
+  input.autoSelector = true;
+  input.currentSelector = SelectorKind::QueueLength;
+  EXPECT_EQ(equal.evaluate(input, t0 + 14s, wall0).action, Action::Keep);
+
+  AdaptiveController unequal;
+  feed(unequal, 8, 1e6);
+  auto decision = unequal.evaluate(input, t0 + 14s, wall0);
+  EXPECT_EQ(decision.action, Action::Reload);
+  EXPECT_EQ(decision.selector, SelectorKind::ServiceTime);
+  EXPECT_THAT(decision.weights, ElementsAre(100U, 25U));
+}
+
 TEST(AdaptiveController, ForgetsAMapThatIsNoLongerAdaptive) {
   AdaptiveController controller;
   feed(controller, 8);

@@ -584,10 +584,10 @@ TEST(ConfigAdaptive, ValidateRejectsSettingsBuiltInCodeOutOfRange) {
   EXPECT_THAT(valid.error(), HasSubstr("adaptive.idle_iops: must be between 1 and 100000"));
 }
 
-TEST(ConfigSelectorAuto, IsAcceptedAndStartsAsServiceTime) {
+TEST(ConfigSelectorAuto, IsAcceptedAndStartsAsQueueLength) {
   Config config = parseOk("[defaults]\nselector = \"auto\"\n");
   EXPECT_TRUE(config.defaults.autoSelector);
-  EXPECT_EQ(config.defaults.selector, SelectorKind::ServiceTime);
+  EXPECT_EQ(config.defaults.selector, SelectorKind::QueueLength);
   EXPECT_FALSE(parseOk("[defaults]\nselector = \"round-robin\"\n").defaults.autoSelector);
   EXPECT_FALSE(Defaults{}.autoSelector);
 }
@@ -598,13 +598,13 @@ TEST(ConfigSelectorAuto, FollowsTheUsualPrecedenceOfDeviceAndMap) {
                           "[[map]]\nwwid = \"3600a\"\nselector = \"auto\"\n");
   EffectivePolicy other = policyFor(config, "3600b", "OTHER", "DISK");
   EXPECT_TRUE(other.autoSelector);
-  EXPECT_EQ(other.selector, SelectorKind::ServiceTime);
+  EXPECT_EQ(other.selector, SelectorKind::QueueLength);
   EffectivePolicy lio = policyFor(config, "3600b", "LIO-ORG", "DISK");
   EXPECT_FALSE(lio.autoSelector);
   EXPECT_EQ(lio.selector, SelectorKind::RoundRobin);
   EffectivePolicy mapped = policyFor(config, "3600a", "LIO-ORG", "DISK");
   EXPECT_TRUE(mapped.autoSelector);
-  EXPECT_EQ(mapped.selector, SelectorKind::ServiceTime);
+  EXPECT_EQ(mapped.selector, SelectorKind::QueueLength);
 }
 
 // ------------------------------------------- relative_throughput

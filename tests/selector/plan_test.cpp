@@ -209,17 +209,16 @@ TEST(PlanMaps, FallsBackToServiceTimeWhenTheKernelLacksHistoricalServiceTime) {
       << with.maps.at(1).table;
 }
 
-TEST(PlanMaps, RendersSelectorAutoAsServiceTimeUntilMeasuredAndSaysSo) {
+TEST(PlanMaps, RendersSelectorAutoAsQueueLengthUntilMeasuredAndSaysSo) {
   auto config = xserveConfig();
   config.defaults.autoSelector = true;
-  config.defaults.selector = SelectorKind::ServiceTime;
+  config.defaults.selector = SelectorKind::QueueLength; // what "auto" parses to
   auto plan = planMaps(xservePaths(), config);
   const auto &upper = plan.maps.at(1);
   EXPECT_TRUE(upper.autoSelector);
-  EXPECT_EQ(upper.spec.selector, SelectorKind::ServiceTime);
-  EXPECT_NE(upper.table.find("service-time 0 2 2 8:16 1 1 8:48 1 1"), std::string::npos)
-      << upper.table;
-  EXPECT_EQ(upper.notes.back(), "selector auto: service-time until pathkeeperd has measured the "
+  EXPECT_EQ(upper.spec.selector, SelectorKind::QueueLength);
+  EXPECT_NE(upper.table.find("queue-length 0 2 1 8:16 1 8:48 1"), std::string::npos) << upper.table;
+  EXPECT_EQ(upper.notes.back(), "selector auto: queue-length until pathkeeperd has measured the "
                                 "paths");
   EXPECT_FALSE(planMaps(xservePaths(), xserveConfig()).maps.at(1).autoSelector);
 }
