@@ -71,11 +71,11 @@ bench_ad_reloads_now() {
 }
 
 # bench_ad_settled: auto has decided. Either it has reloaded (adaptive_reloads
-# >= 1: service-time with weights on unequal links, queue-length on equal
-# ones) and the reload has ended (its log line; the count goes up at the
-# decision, seconds earlier), or both paths' estimates have been confident for 8 s (4 of the
-# daemon's 2 s evaluations) without a reload: it keeps its table (equal
-# service-time weights, within the hysteresis).
+# >= 1: service-time with weights on unequal links) and the reload has ended
+# (its log line; the count goes up at the decision, seconds earlier), or
+# both paths' estimates have been confident for 8 s (4 of the daemon's 2 s
+# evaluations) without a reload: it keeps its table (queue-length, which
+# auto starts with, on equal links).
 BENCH_AD_CONFIDENT_SINCE=
 bench_ad_settled() {
     if (($(bench_ad_reloads_now) >= 1)); then
@@ -201,7 +201,8 @@ bench_ad_trace_pairs() {
 bench_ad_one() {
     local scen=$1 sum=$2 name=$3 sel=$4 rt=$5 rw=$6 run=$7 secs=$BENCH_AD_WINDOW
     local want=$4 sd_f sd_s share=0 bf=0 bs=0 lines0 t_io r0 r1 lat
-    [[ $sel == auto ]] && want=service-time
+    # selector = "auto" starts as queue-length (until measured otherwise)
+    [[ $sel == auto ]] && want=queue-length
     lab_step "bench adaptive: $scen $name (selector $sel, relative_throughput $rt), run $run"
     bench_pkd_stop
     : >"$PD_STATE"
@@ -233,7 +234,7 @@ bench_ad_one() {
                 bench_result "$scen" "$name" settle_ms "$run" $((BENCH_T - t_io))
             else
                 bench_result "$scen" "$name" settle_ms "$run" none
-                bench_note "$scen $name run $run: estimates confident, no reload: kept $(dmsetup table "$AD_MAP" | grep -o 'service-time.*')"
+                bench_note "$scen $name run $run: estimates confident, no reload: kept $(dmsetup table "$AD_MAP" | grep -o 'queue-length.*\|service-time.*')"
             fi
         else
             bench_result "$scen" "$name" settle_ms "$run" none
