@@ -90,6 +90,10 @@ ad_equal_again() {
 # ad_sectors SD: sectors read + written so far (/sys/block/SD/stat fields 3, 7).
 ad_sectors() { awk '{print $3 + $7}' "/sys/block/$1/stat"; }
 
+# ad_reloads_at_least N: the state file counts N or more adaptive reloads
+# (a function, so that lab_wait re-reads it on every poll).
+ad_reloads_at_least() { (($(ad_map_field adaptive_reloads) >= $1)); }
+
 # ad_share FAST SLOW SECS: the fast path's share of the map's I/O over SECS,
 # from the block layer's counters, as "SHARE_PERMILLE FAST_BYTES SLOW_BYTES".
 ad_share() {
@@ -193,7 +197,7 @@ ad_run() {
     lab_log "MEASURE unshaped_weights $sd_f=$(ad_dm_weight "$dev_f") $sd_s=$(ad_dm_weight "$dev_s")"
     lab_wait 60 "the state file's weights match the kernel's" \
         ad_state_matches "$sd_f" "$sd_s" "$(ad_dm_weight "$dev_f")/$(ad_dm_weight "$dev_s")"
-    lab_wait 60 "$AD_MAP: a second adaptive reload in the state file" test "$(ad_map_field adaptive_reloads)" -ge 2
+    lab_wait 60 "$AD_MAP: a second adaptive reload in the state file" ad_reloads_at_least 2
     lab_check "fio ran throughout" ad_io_running
     ad_io_stop
     lab_save fio.out "$AD_FIO_OUT"

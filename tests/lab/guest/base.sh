@@ -48,6 +48,17 @@ lab_wait() {
     lab_log "ok after $((SECONDS - start))s: $desc"
 }
 
+# lab_poll SECS COMMAND...: like lab_wait without a check: polls every second
+# until COMMAND succeeds; returns 1, quietly, when time runs out.
+lab_poll() {
+    local deadline=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        ((SECONDS < deadline)) || return 1
+        sleep 1
+    done
+}
+
 # lab_save NAME [FILE]: copies a file (or stdin) into the results' files/.
 lab_save() {
     mkdir -p "$RESULTS/files"

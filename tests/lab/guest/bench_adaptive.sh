@@ -51,14 +51,7 @@ bench_ad_selector_is() { [[ $(dmsetup table "$AD_MAP" 2>/dev/null) == *" $1 "* ]
 
 # bench_ad_poll SECS COMMAND...: like lab_wait, but a timeout is a figure
 # ("none" and a note), not a failed run.
-bench_ad_poll() {
-    local deadline=$((SECONDS + $1))
-    shift
-    until "$@"; do
-        ((SECONDS < deadline)) || return 1
-        sleep 1
-    done
-}
+bench_ad_poll() { lab_poll "$@"; }
 
 # bench_ad_reloads_now: the map's adaptive_reloads in the state file, 0 when
 # there is none yet (a number in any case: set -u would end the run on a

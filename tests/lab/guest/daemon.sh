@@ -288,15 +288,11 @@ pd_threads() {
     ipcs -s 2>/dev/null | tail -n +3 || true
 }
 
-# pd_poll_quiet SECS COMMAND...: waits up to SECS for COMMAND, no log.
-pd_poll_quiet() {
-    local deadline=$((SECONDS + $1))
-    shift
-    until "$@"; do
-        ((SECONDS < deadline)) || return 1
-        sleep 1
-    done
-}
+# pd_tables_using SEL N: N multipath tables use selector SEL. Functions, not
+# "<(dmsetup table)" or "$(...)" in a lab_wait: those are expanded once, and
+# the poll would re-read the same (or an exhausted) answer.
+pd_tables_using() { [[ $(dmsetup table | grep -c " $1 ") -eq $2 ]]; }
+pd_some_table_uses() { [[ $(dmsetup table) == *" $1 "* ]]; }
 
 pd_reload_line_after() { tail -n +"$(($1 + 1))" "$PD_LOG" | grep -m1 -o 'reload xserve-[a-z]* (.*) in [0-9.]* ms; I/O held [0-9.]* ms'; }
 pd_reloaded_after() { [[ -n $(pd_reload_line_after "$1") ]]; }
@@ -316,17 +312,15 @@ pd_udev_stalled() {
     if [[ $sel == service-time ]]; then new=queue-length; else new=service-time; fi
     lines=$(wc -l <"$PD_LOG")
     # Stop udevd idle, not in the middle of an event: a worker frozen while
-    # its blkid reads the map is not the situation under test (the first run
-    # of this step saw the table swap itself stall once; pd_threads shows
-    # where, should it happen again).
+    # its blkid reads the map is not the situation under test.
     udevadm settle --timeout=30 || lab_log "udev did not settle in 30 s"
     pkill -STOP -x systemd-udevd
     pd_write_config "$new"
     kill -HUP "$PD_PID"
-    if ! pd_poll_quiet 60 grep -q " $new " <(dmsetup table); then
+    if ! lab_poll 60 pd_some_table_uses "$new"; then
         pd_threads # where the daemon waits, for the failure's diagnosis
     fi
-    lab_wait 5 "the kernel swapped in a $new table" grep -q " $new " <(dmsetup table)
+    lab_wait 5 "the kernel swapped in a $new table" pd_some_table_uses "$new"
     sleep 3
     lab_check "the reload is still waiting for udev (no 'reload ... in' line)" not pd_reloaded_after "$lines"
     lab_check "the event loop still answers D-Bus" pd_bus_status
@@ -345,7 +339,7 @@ pd_udev_stalled() {
         awk -v h="$held" -v t="$total" 'BEGIN { exit !(h < t) }'
     lab_wait 120 "$sd_u active in dm again" pd_dm_is xserve-upper "$dev_u" A
     lab_wait 120 "$sd_l active in dm again" pd_dm_is xserve-lower "$dev_l" A
-    lab_wait 60 "both maps use $new" test "$(dmsetup table | grep -c " $new ")" -eq 2
+    lab_wait 60 "both maps use $new" pd_tables_using "$new" 2
     lab_check "no map is left suspended" pd_no_map_suspended
 }
 
@@ -376,6 +370,9 @@ CONF
     lab_log "multipathd started (pid $PD_MPD_PID)"
 }
 
+# pd_mpd_active_paths N: multipathd shows N paths active (a function, so
+# that lab_wait asks multipathd again on every poll).
+pd_mpd_active_paths() { [[ $(multipathd show paths raw format '%t' 2>/dev/null | grep -c active) -eq $1 ]]; }
 pd_mpd_maps() { dmsetup ls --target multipath 2>/dev/null | grep -c mpath; }
 pd_mpd_has_maps() { [[ $(pd_mpd_maps) -eq $1 ]]; }
 # pd_mpd_path_dm DEV: multipathd's dm state for a path ("active"/"failed").
@@ -403,8 +400,7 @@ pd_companion() {
     pd_mpd_start
     lab_wait 90 "multipathd built 2 maps" pd_mpd_has_maps 2
     multipathd show maps raw format "%n %w %d" || true
-    lab_wait 60 "multipathd shows all 4 paths active" \
-        test "$(multipathd show paths raw format '%t' 2>/dev/null | grep -c active)" -eq 4
+    lab_wait 60 "multipathd shows all 4 paths active" pd_mpd_active_paths 4
     tables_before=$(pd_tables)
 
     lab_step "companion 2: pathkeeperd finds multipathd and stays a companion"

@@ -40,6 +40,8 @@ dc_states() {
          | .payload.data[1].State.data // empty' "$DC_MON"
 }
 dc_saw() { dc_states "$1" | grep -qx "$2"; }
+# dc_note_has DEV TEXT: DEV's note in the state file contains TEXT.
+dc_note_has() { [[ $(pd_path_field "$1" note) == *"$2"* ]]; }
 # dc_dm_states DEV: the DmState values of DEV's PropertiesChanged signals.
 dc_dm_states() {
     jq -rR --arg p "/org/pathkeeper/PathKeeper1/paths/$1" \
@@ -164,8 +166,7 @@ dc_run() {
     # The kernel's PATH_FAILED for the admin's own fail_path is not a health
     # event: the path stays up for the checker (so it is not counted toward
     # flap damping), and its note says who failed it.
-    lab_wait 15 "the state file notes the admin's hold on $sd2" \
-        grep -q "failed by the admin" <(pd_path_field "$sd2" note)
+    lab_wait 15 "the state file notes the admin's hold on $sd2" dc_note_has "$sd2" "failed by the admin"
     lab_check "$sd2 is still up for the health checks" pd_path_state_is "$sd2" up
     lab_check "$sd2 was not called shaky" test "$(pd_path_field "$sd2" shaky)" = false
     lab_check "pathkeeperctl reinstate-path $sd2" "$ctl" reinstate-path "$sd2"
@@ -209,8 +210,7 @@ dc_run() {
 
     pd_mpd_start "$conf"
     lab_wait 90 "multipathd built 2 maps" dc_mpd_has_maps 2
-    lab_wait 60 "multipathd shows all 4 paths active" \
-        test "$(multipathd show paths raw format '%t' 2>/dev/null | grep -c active)" -eq 4
+    lab_wait 60 "multipathd shows all 4 paths active" pd_mpd_active_paths 4
     multipath -ll || true
     echo "--- multipathd's tables, then pathkeeper's plan"
     pd_tables
