@@ -72,26 +72,17 @@ bench_si_cold() {
     t0=$(si_ms)
     bench_start "$kind" "$@"
     next=$((SECONDS + 30))
+    # The RESULT lines are written after the loop: each costs a copy to the
+    # results share, which would delay the next poll.
+    local t_act='' why=''
     while :; do
         read -r maps a n <<<"$(bench_si_dm)"
         now=$(si_ms)
-        if [[ -z $t_maps ]] && ((maps >= SI_LUNS)); then
-            t_maps=$((now - t0))
-            bench_result "$scen" "$kind" coldstart_maps_ms "$run" "$t_maps"
-        fi
-        if [[ -z $t_in ]] && ((n >= SI_PATHS)); then
-            t_in=$((now - t0))
-            bench_result "$scen" "$kind" coldstart_ms "$run" "$t_in"
-        fi
-        if ((a >= SI_PATHS)); then
-            bench_result "$scen" "$kind" coldstart_active_ms "$run" $((now - t0))
-            break
-        fi
+        [[ -n $t_maps ]] || ((maps < SI_LUNS)) || t_maps=$((now - t0))
+        [[ -n $t_in ]] || ((n < SI_PATHS)) || t_in=$((now - t0))
+        ((a < SI_PATHS)) || { t_act=$((now - t0)); break; }
         if ((now - t0 > timeout * 1000)) || ! kill -0 "$BENCH_PID" 2>/dev/null; then
-            [[ -n $t_maps ]] || bench_result "$scen" "$kind" coldstart_maps_ms "$run" none
-            [[ -n $t_in ]] || bench_result "$scen" "$kind" coldstart_ms "$run" none
-            bench_result "$scen" "$kind" coldstart_active_ms "$run" none
-            bench_note "$scen $kind run $run: after $(((now - t0) / 1000)) s $maps maps, $n of $SI_PATHS paths in maps, $a active; daemon alive: $(kill -0 "$BENCH_PID" 2>/dev/null && echo yes || echo no)"
+            why="after $(((now - t0) / 1000)) s $maps maps, $n of $SI_PATHS paths in maps, $a active; daemon alive: $(kill -0 "$BENCH_PID" 2>/dev/null && echo yes || echo no)"
             break
         fi
         if ((SECONDS >= next)); then
@@ -100,6 +91,10 @@ bench_si_cold() {
         fi
         bench_sleep "$BENCH_SI_POLL"
     done
+    bench_result "$scen" "$kind" coldstart_maps_ms "$run" "${t_maps:-none}"
+    bench_result "$scen" "$kind" coldstart_ms "$run" "${t_in:-none}"
+    bench_result "$scen" "$kind" coldstart_active_ms "$run" "${t_act:-none}"
+    [[ -z $why ]] || bench_note "$scen $kind run $run: $why"
     lab_log "$kind run $run: maps $t_maps ms, paths in maps $t_in ms; now $(bench_si_dm) (maps active paths)"
     if kill -0 "$BENCH_PID" 2>/dev/null; then
         bench_si_settled "$scen" "$kind" "$run" "$BENCH_PID" || true
