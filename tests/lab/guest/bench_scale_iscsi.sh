@@ -13,7 +13,10 @@
 #     RUNS times each (scenario name scale-iscsi).
 # A run starts with no multipath map in the kernel; between runs every map
 # is removed. With budget=SECS, no new run (or coldplug) starts once SECS
-# have passed since the benchmark began; what was skipped is in a NOTE.
+# have passed since the benchmark began; with until=EPOCH_SECONDS (the
+# guest's clock is the host's), none starts after that time. The coldplug
+# starts only if it is likely to leave time for a run (0.75 s per sd device
+# left before the limit); what was skipped is in a NOTE.
 #
 # Figures per run: coldstart_maps_ms (all SI_LUNS maps exist), coldstart_ms
 # (all SI_PATHS paths in maps), coldstart_active_ms (all active), and 10 s
@@ -29,9 +32,15 @@ bench_si_dm() {
         END { print m + 0, a + 0, n + 0 }'
 }
 
-bench_si_budget_ok() {
-    ((BENCH_SI_BUDGET == 0 || SECONDS - BENCH_SI_T0 < BENCH_SI_BUDGET))
+# bench_si_left: seconds left before the budget or the until= time (a large
+# number without either).
+bench_si_left() {
+    local left=999999 now=${EPOCHREALTIME%.*}
+    ((BENCH_SI_BUDGET == 0)) || left=$((BENCH_SI_BUDGET - (SECONDS - BENCH_SI_T0)))
+    ((BENCH_SI_UNTIL == 0 || BENCH_SI_UNTIL - now >= left)) || left=$((BENCH_SI_UNTIL - now))
+    echo "$left"
 }
+bench_si_budget_ok() { (($(bench_si_left) > 0)); }
 
 # bench_si_remove_maps: every multipath map goes, in one dmsetup call
 # (remove_all: this guest has no other dm device).
@@ -106,10 +115,11 @@ bench_si_cold() {
     bench_si_remove_maps || lab_log "maps left after $kind run $run: $(bench_map_names | wc -l)"
 }
 
-# bench_scale_iscsi DAEMON RUNS UDEV BUDGET
+# bench_scale_iscsi DAEMON RUNS UDEV BUDGET UNTIL
 bench_scale_iscsi() {
-    local daemon=$1 runs=${2:-3} udev=${3:-1} run kind t0
+    local daemon=$1 runs=${2:-3} udev=${3:-1} run kind t0 left
     BENCH_SI_BUDGET=${4:-0}
+    BENCH_SI_UNTIL=${5:-0}
     BENCH_SI_T0=$SECONDS
     lab_check "pathkeeperd binary given (daemon=PATH)" test -x "$daemon"
     bench_note "scale-iscsi: $SI_LUNS LUNs x $SI_SESSIONS sessions = $SI_PATHS iSCSI paths (LIO fileio ${SI_MB} MiB, 2 portals), $SI_LUNS WWIDs; kernel $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ {print $2}' /proc/meminfo) kB; $(dpkg-query -W -f='multipath-tools ${Version}' multipath-tools 2>/dev/null); setup: LIO configfs ${SI_T_TARGET:-?} ms, logins + SCSI scan ${SI_T_SCAN:-?} ms"
@@ -119,20 +129,22 @@ bench_scale_iscsi() {
 
     lab_step "bench scale-iscsi 1: pathkeeperd without udevd (--no-udev-sync)"
     for ((run = 1; run <= runs; run++)); do
-        bench_si_budget_ok || { bench_note "scale-iscsi-noudev pkd runs $run..$runs skipped: budget ${BENCH_SI_BUDGET} s used"; break; }
+        bench_si_budget_ok || { bench_note "scale-iscsi-noudev pkd runs $run..$runs skipped: time limit reached"; break; }
         bench_si_cold scale-iscsi-noudev pkd "$run" 900 "$daemon" --log-level info --no-udev-sync
     done
 
     if [[ $udev == 1 ]]; then
-        if ! bench_si_budget_ok; then
-            bench_note "scale-iscsi (udevd running): not run, budget ${BENCH_SI_BUDGET} s used before the coldplug"
+        left=$(bench_si_left)
+        if ((left < SI_PATHS * 3 / 4)); then
+            bench_note "scale-iscsi (udevd running): not run, only $left s of the time limit left for a coldplug of $SI_PATHS devices and runs"
         else
             lab_step "bench scale-iscsi 2: start udevd, coldplug $SI_PATHS sd devices"
             t0=$SECONDS
             /lib/systemd/systemd-udevd --daemon --resolve-names=never
             pk_mask_multipath_uevent_check
             udevadm trigger --action=add --subsystem-match=block || true
-            if udevadm settle --timeout=2400; then
+            ((left < 2400)) || left=2400
+            if udevadm settle --timeout="$left"; then
                 bench_note "udevd coldplug of $SI_PATHS sd devices took $((SECONDS - t0)) s (not part of any figure)"
             else
                 bench_note "udevd coldplug of $SI_PATHS sd devices not settled after $((SECONDS - t0)) s"
@@ -142,7 +154,7 @@ bench_scale_iscsi() {
             lab_step "bench scale-iscsi 3: multipathd and pathkeeperd with udevd"
             for ((run = 1; run <= runs; run++)); do
                 for kind in mpd pkd; do
-                    bench_si_budget_ok || { bench_note "scale-iscsi $kind run $run skipped: budget ${BENCH_SI_BUDGET} s used"; continue; }
+                    bench_si_budget_ok || { bench_note "scale-iscsi $kind run $run skipped: time limit reached"; continue; }
                     if [[ $kind == mpd ]]; then
                         bench_si_cold scale-iscsi mpd "$run" 900 "$daemon"
                     else

@@ -12,7 +12,8 @@
 # device); the bench starts it later and times its coldplug separately.
 #
 # args: luns=N (<= 255) sessions=N (even) mb=N (backstore size, default 2)
-#       bench daemon=PATH runs=N udev=0|1 budget=SECS (see bench_scale_iscsi)
+#       bench daemon=PATH runs=N udev=0|1 budget=SECS until=EPOCH_SECONDS
+#       (see tests/lab/guest/bench_scale_iscsi.sh)
 
 SI_IQN=iqn.2026-11.lab.pathkeeper:scale
 
@@ -130,7 +131,7 @@ scenario_run() {
         bench)
             source "$LAB_DIR/guest/bench_scale_iscsi.sh"
             bench_scale_iscsi "$(si_arg daemon "" "$@")" "$(si_arg runs 3 "$@")" \
-                "$(si_arg udev 1 "$@")" "$(si_arg budget 0 "$@")"
+                "$(si_arg udev 1 "$@")" "$(si_arg budget 0 "$@")" "$(si_arg until 0 "$@")"
             ;;
         esac
     done
