@@ -13,11 +13,11 @@
 #     RUNS times each (scenario name scale-iscsi).
 # A run starts with no multipath map in the kernel; between runs every map
 # is removed. With budget=SECS, no new run (except phase 1's first) and no
-# coldplug starts once SECS
-# have passed since the benchmark began; with until=EPOCH_SECONDS (the
-# guest's clock is the host's), none starts after that time. The coldplug
-# starts only if it is likely to leave time for a run (0.75 s per sd device
-# left before the limit); what was skipped is in a NOTE.
+# coldplug starts once SECS have passed since the benchmark began; with
+# until=EPOCH_SECONDS (the guest's clock is the host's), none starts after
+# that time. The coldplug starts only if it is likely to leave time for a
+# run (0.75 s per sd device left before the limit); what was skipped is in
+# a NOTE.
 #
 # Figures per run: coldstart_maps_ms (all SI_LUNS maps exist), coldstart_ms
 # (all SI_PATHS paths in maps), coldstart_active_ms (all active), and 10 s
