@@ -4,13 +4,14 @@
 #
 # Phases, in one guest:
 #  1. udevd stopped (as the scenario leaves it): pathkeeperd --no-udev-sync,
-#     RUNS times (scenario name scale-iscsi-noudev). multipathd 0.9.4 is not
-#     run without udevd: it only enumerates udev-initialized devices (see
-#     bench/README.md, scale), so it would find no path.
+#     RUNS times (scenario name scale-iscsi<PATHS>-noudev). multipathd 0.9.4
+#     is not run without udevd: it only enumerates udev-initialized devices
+#     (see bench/README.md, scale), so it would find no path.
 #  2. (udev=1) udevd started, multipath-tools' 56-dm-mpath.rules masked, a
 #     coldplug of every block device, settled: timed, outside every figure.
 #  3. (udev=1) multipathd (BASELINE.md's config) and pathkeeperd, alternating,
-#     RUNS times each (scenario name scale-iscsi).
+#     RUNS times each (scenario name scale-iscsi<PATHS>). The path count is
+#     in the name, so that bench/run --report never pools two sizes.
 # A run starts with no multipath map in the kernel; between runs every map
 # is removed. With budget=SECS, no new run (except phase 1's first) and no
 # coldplug starts once SECS have passed since the benchmark began; with
@@ -131,8 +132,8 @@ bench_scale_iscsi() {
     lab_step "bench scale-iscsi 1: pathkeeperd without udevd (--no-udev-sync)"
     for ((run = 1; run <= runs; run++)); do
         # The first run always: it is the figure this scenario exists for.
-        ((run == 1)) || bench_si_budget_ok || { bench_note "scale-iscsi-noudev pkd runs $run..$runs skipped: time limit reached"; break; }
-        bench_si_cold scale-iscsi-noudev pkd "$run" 900 "$daemon" --log-level info --no-udev-sync
+        ((run == 1)) || bench_si_budget_ok || { bench_note "scale-iscsi$SI_PATHS-noudev pkd runs $run..$runs skipped: time limit reached"; break; }
+        bench_si_cold "scale-iscsi$SI_PATHS-noudev" pkd "$run" 900 "$daemon" --log-level info --no-udev-sync
     done
 
     if [[ $udev == 1 ]]; then
@@ -158,9 +159,9 @@ bench_scale_iscsi() {
                 for kind in mpd pkd; do
                     bench_si_budget_ok || { bench_note "scale-iscsi $kind run $run skipped: time limit reached"; continue; }
                     if [[ $kind == mpd ]]; then
-                        bench_si_cold scale-iscsi mpd "$run" 900 "$daemon"
+                        bench_si_cold "scale-iscsi$SI_PATHS" mpd "$run" 900 "$daemon"
                     else
-                        bench_si_cold scale-iscsi pkd "$run" 900 "$daemon" --log-level info
+                        bench_si_cold "scale-iscsi$SI_PATHS" pkd "$run" 900 "$daemon" --log-level info
                     fi
                 done
             done
