@@ -1,0 +1,173 @@
+# Issue #5's cold start and RSS at scale, on iSCSI paths (the scale-iscsi
+# scenario: SI_LUNS LUNs x SI_SESSIONS sessions = SI_PATHS paths). Sourced by
+# that scenario; uses bench.sh's RESULT/NOTE lines, daemons and configs.
+#
+# Phases, in one guest:
+#  1. udevd stopped (as the scenario leaves it): pathkeeperd --no-udev-sync,
+#     RUNS times (scenario name scale-iscsi<PATHS>-noudev). multipathd 0.9.4
+#     is not run without udevd: it only enumerates udev-initialized devices
+#     (see bench/README.md, scale), so it would find no path.
+#  2. (udev=1) udevd started, multipath-tools' 56-dm-mpath.rules masked, a
+#     coldplug of every block device, settled: timed, outside every figure.
+#  3. (udev=1) multipathd (BASELINE.md's config) and pathkeeperd, alternating,
+#     RUNS times each (scenario name scale-iscsi<PATHS>). The path count is
+#     in the name, so that bench/run --report never pools two sizes.
+# A run starts with no multipath map in the kernel; between runs every map
+# is removed. With budget=SECS, no new run (except phase 1's first) and no
+# coldplug starts once SECS have passed since the benchmark began; with
+# until=EPOCH_SECONDS (the guest's clock is the host's), none starts after
+# that time. The coldplug starts only if it is likely to leave time for a
+# run (0.75 s per sd device left before the limit); what was skipped is in
+# a NOTE.
+#
+# Figures per run: coldstart_maps_ms (all SI_LUNS maps exist), coldstart_ms
+# (all SI_PATHS paths in maps), coldstart_active_ms (all active), and 10 s
+# after that rss_kb (VmRSS), hwm_kb (VmHWM) and cpu_ms (utime + stime).
+
+BENCH_SI_POLL=0.5
+
+# bench_si_dm: "MAPS ACTIVE PATHS" over every multipath map (2 forks: a bash
+# loop over the words of 1000 paths costs seconds under TCG).
+bench_si_dm() {
+    dmsetup status --target multipath 2>/dev/null | awk '
+        / multipath / { m++; for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+:[0-9]+$/) { n++; if ($(i + 1) == "A") a++ } }
+        END { print m + 0, a + 0, n + 0 }'
+}
+
+# bench_si_left: seconds left before the budget or the until= time (a large
+# number without either).
+bench_si_left() {
+    local left=999999 now=${EPOCHREALTIME%.*}
+    ((BENCH_SI_BUDGET == 0)) || left=$((BENCH_SI_BUDGET - (SECONDS - BENCH_SI_T0)))
+    ((BENCH_SI_UNTIL == 0 || BENCH_SI_UNTIL - now >= left)) || left=$((BENCH_SI_UNTIL - now))
+    echo "$left"
+}
+bench_si_budget_ok() { (($(bench_si_left) > 0)); }
+
+# bench_si_remove_maps: every multipath map goes, in one dmsetup call
+# (remove_all: this guest has no other dm device).
+bench_si_remove_maps() {
+    local t0 m left
+    t0=$(si_ms)
+    dmsetup remove_all --noudevsync >/dev/null 2>&1 || true
+    for m in $(bench_map_names); do
+        dmsetup remove --retry --noudevsync "$m" || lab_log "could not remove $m"
+    done
+    pgrep -x systemd-udevd >/dev/null && { udevadm settle --timeout=600 || lab_log "udev still busy after the removal"; }
+    left=$(bench_map_names | wc -l)
+    lab_log "maps removed in $(($(si_ms) - t0)) ms; $left left"
+    ((left == 0))
+}
+
+# bench_si_settled SCEN KIND RUN PID: 10 s later, the daemon's memory and CPU.
+bench_si_settled() {
+    local pid=$4 st f
+    sleep 10
+    kill -0 "$pid" 2>/dev/null || { bench_note "$1 $2 run $3: the daemon exited before the RSS reading"; return 1; }
+    bench_result "$1" "$2" rss_kb "$3" "$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")"
+    bench_result "$1" "$2" hwm_kb "$3" "$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")"
+    st=$(<"/proc/$pid/stat")
+    read -ra f <<<"${st##*) }"
+    # Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the comm.
+    bench_result "$1" "$2" cpu_ms "$3" $(((f[11] + f[12]) * 1000 / $(getconf CLK_TCK)))
+}
+
+# bench_si_cold SCEN KIND RUN TIMEOUT DAEMON [ARGS]: the daemon from no maps to
+# all SI_PATHS paths active; then its settled memory and CPU; then stops it.
+bench_si_cold() {
+    local scen=$1 kind=$2 run=$3 timeout=$4 t0 now c maps a n t_maps='' t_in='' next
+    shift 4
+    lab_step "bench $scen: $kind run $run ($SI_PATHS paths, $SI_LUNS maps)"
+    c=$(bench_si_dm)
+    [[ $c == "0 0 0" ]] || lab_log "WARNING: maps before the start: $c"
+    t0=$(si_ms)
+    bench_start "$kind" "$@"
+    next=$((SECONDS + 30))
+    # The RESULT lines are written after the loop: each costs a copy to the
+    # results share, which would delay the next poll.
+    local t_act='' why=''
+    while :; do
+        read -r maps a n <<<"$(bench_si_dm)"
+        now=$(si_ms)
+        [[ -n $t_maps ]] || ((maps < SI_LUNS)) || t_maps=$((now - t0))
+        [[ -n $t_in ]] || ((n < SI_PATHS)) || t_in=$((now - t0))
+        ((a < SI_PATHS)) || { t_act=$((now - t0)); break; }
+        if ((now - t0 > timeout * 1000)) || ! kill -0 "$BENCH_PID" 2>/dev/null; then
+            why="after $(((now - t0) / 1000)) s $maps maps, $n of $SI_PATHS paths in maps, $a active; daemon alive: $(kill -0 "$BENCH_PID" 2>/dev/null && echo yes || echo no)"
+            break
+        fi
+        if ((SECONDS >= next)); then
+            lab_log "$kind: $(((now - t0) / 1000)) s: $maps maps, $n paths in maps, $a active"
+            next=$((SECONDS + 30))
+        fi
+        bench_sleep "$BENCH_SI_POLL"
+    done
+    bench_result "$scen" "$kind" coldstart_maps_ms "$run" "${t_maps:-none}"
+    bench_result "$scen" "$kind" coldstart_ms "$run" "${t_in:-none}"
+    bench_result "$scen" "$kind" coldstart_active_ms "$run" "${t_act:-none}"
+    [[ -z $why ]] || bench_note "$scen $kind run $run: $why"
+    lab_log "$kind run $run: maps $t_maps ms, paths in maps $t_in ms; now $(bench_si_dm) (maps active paths)"
+    if kill -0 "$BENCH_PID" 2>/dev/null; then
+        bench_si_settled "$scen" "$kind" "$run" "$BENCH_PID" || true
+    fi
+    [[ $kind != pkd ]] || grep -E 'ready|error|warn' "$PD_LOG" | tail -n 5 || true
+    bench_stop "$kind"
+    lab_save bench-multipathd.log "$BENCH_MPD_LOG" 2>/dev/null || true
+    lab_save bench-pathkeeperd.log "$PD_LOG" 2>/dev/null || true
+    bench_si_remove_maps || lab_log "maps left after $kind run $run: $(bench_map_names | wc -l)"
+}
+
+# bench_scale_iscsi DAEMON RUNS UDEV BUDGET UNTIL
+bench_scale_iscsi() {
+    local daemon=$1 runs=${2:-3} udev=${3:-1} run kind t0 left
+    BENCH_SI_BUDGET=${4:-0}
+    BENCH_SI_UNTIL=${5:-0}
+    BENCH_SI_T0=$SECONDS
+    lab_check "pathkeeperd binary given (daemon=PATH)" test -x "$daemon"
+    bench_note "scale-iscsi: $SI_LUNS LUNs x $SI_SESSIONS sessions = $SI_PATHS iSCSI paths (LIO fileio ${SI_MB} MiB, 2 portals), $SI_LUNS WWIDs; kernel $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ {print $2}' /proc/meminfo) kB; $(dpkg-query -W -f='multipath-tools ${Version}' multipath-tools 2>/dev/null); setup: LIO configfs ${SI_T_TARGET:-?} ms, logins + SCSI scan ${SI_T_SCAN:-?} ms"
+    bench_pkd_conf
+    bench_mpd_conf
+    bench_si_remove_maps || true
+
+    lab_step "bench scale-iscsi 1: pathkeeperd without udevd (--no-udev-sync)"
+    for ((run = 1; run <= runs; run++)); do
+        # The first run always: it is the figure this scenario exists for.
+        ((run == 1)) || bench_si_budget_ok || { bench_note "scale-iscsi$SI_PATHS-noudev pkd runs $run..$runs skipped: time limit reached"; break; }
+        bench_si_cold "scale-iscsi$SI_PATHS-noudev" pkd "$run" 900 "$daemon" --log-level info --no-udev-sync
+    done
+
+    if [[ $udev == 1 ]]; then
+        left=$(bench_si_left)
+        if ((left < SI_PATHS * 3 / 4)); then
+            bench_note "scale-iscsi (udevd running): not run, only $left s of the time limit left for a coldplug of $SI_PATHS devices and runs"
+        else
+            lab_step "bench scale-iscsi 2: start udevd, coldplug $SI_PATHS sd devices"
+            t0=$SECONDS
+            /lib/systemd/systemd-udevd --daemon --resolve-names=never
+            pk_mask_multipath_uevent_check
+            udevadm trigger --action=add --subsystem-match=block || true
+            ((left < 2400)) || left=2400
+            if udevadm settle --timeout="$left"; then
+                bench_note "udevd coldplug of $SI_PATHS sd devices took $((SECONDS - t0)) s (not part of any figure)"
+            else
+                bench_note "udevd coldplug of $SI_PATHS sd devices not settled after $((SECONDS - t0)) s"
+            fi
+            lab_log "$(find /run/udev/data -name 'b*' | wc -l) block devices in udev's database"
+
+            lab_step "bench scale-iscsi 3: multipathd and pathkeeperd with udevd"
+            for ((run = 1; run <= runs; run++)); do
+                for kind in mpd pkd; do
+                    bench_si_budget_ok || { bench_note "scale-iscsi $kind run $run skipped: time limit reached"; continue; }
+                    if [[ $kind == mpd ]]; then
+                        bench_si_cold "scale-iscsi$SI_PATHS" mpd "$run" 900 "$daemon"
+                    else
+                        bench_si_cold "scale-iscsi$SI_PATHS" pkd "$run" 900 "$daemon" --log-level info
+                    fi
+                done
+            done
+        fi
+    fi
+    lab_save bench-multipathd.log "$BENCH_MPD_LOG" 2>/dev/null || true
+    lab_save bench-pathkeeperd.log "$PD_LOG"
+    grep RESULT "$BENCH_OUT"
+}
