@@ -62,7 +62,7 @@ fb_paths() {
     while read -r sd _ _ target _ _ _; do
         [[ $target == *".${AL_PWWN[$2]}" ]] || continue
         dev=$(readlink -f "/sys/block/$sd/device")
-        [[ ${dev##*:} == "$1" ]] && echo "$sd"
+        if [[ ${dev##*:} == "$1" ]]; then echo "$sd"; fi
     done < <(ini_paths)
 }
 
