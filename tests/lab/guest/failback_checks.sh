@@ -19,6 +19,7 @@ FB_GB=         # its group holding controller B's paths
 FB_A=()        # LUN 0's sd devices behind controller A
 FB_B=()        # ... behind controller B
 FB_OFF=0       # next free MiB offset for I/O round trips
+FB_N0=0        # the daemon's log lines once the maps were built
 
 # fb_status_groups MAP: the map's `dmsetup status` as lines: "next N" (the
 # group the kernel will use next), then "N STATE DEV..." per group (STATE is
@@ -131,6 +132,7 @@ fb_fail_a() {
     lab_wait 30 "the daemon reports A's paths down" fb_all_daemon down "${FB_A[@]}"
     lab_check "I/O through $FB_MAP works without A's paths" fb_io
     fb_status_groups "$FB_MAP"
+    lab_check "A's paths are still group $FB_GA (path states are no reason to regroup)" fb_groups_kept
     lab_check "dm uses B's group $FB_GB" fb_active_is "$FB_MAP" "$FB_GB"
     lab_check "B's paths are active" fb_all_are A "${FB_B[@]}"
 }
@@ -150,6 +152,14 @@ fb_back_on_a() {
     lab_check "I/O through $FB_MAP after the failback" fb_io
     fb_status_groups "$FB_MAP"
     lab_check "dm uses A's group $FB_GA again" fb_active_is "$FB_MAP" "$FB_GA"
+    lab_check "$FB_MAP was never reloaded: failback is switch_group, not a new table" \
+        fb_not fb_logged_after "$FB_N0" "reload $FB_MAP "
+}
+
+# fb_groups_kept: A's and B's paths are in the groups they started in.
+fb_groups_kept() {
+    [[ $(fb_group_of "$FB_MAP" "$(pd_devt "${FB_A[0]}")") == "$FB_GA" &&
+        $(fb_group_of "$FB_MAP" "$(pd_devt "${FB_B[0]}")") == "$FB_GB" ]]
 }
 
 fb_setup() {
@@ -192,6 +202,7 @@ fb_setup() {
         '.maps[] | select(.alias == $m) | (.groups[] | select(.number == $a) | .priority) > (.groups[] | select(.number == $b) | .priority)' "$PD_STATE")" = true
     lab_check "I/O through $FB_MAP" fb_io
     lab_check "dm uses A's (optimized) group $FB_GA" fb_active_is "$FB_MAP" "$FB_GA"
+    FB_N0=$(fb_log_lines)
 }
 
 fb_immediate() {
