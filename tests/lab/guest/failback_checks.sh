@@ -100,8 +100,9 @@ fb_not() { ! "$@"; }
 # with failback = FAILBACK. Flap damping is off: A's paths fail once per
 # step, and a shaky path held failed would stall the next step's failback
 # for reasons this test is not about.
-# SendTargets probes run every second with an 800 ms timeout from the start:
-# a blackholed portal then fails its probe within about 2 s, while iscsid's
+# SendTargets probes run every second with a 1 s timeout from the start (800
+# ms saw a spurious timeout at startup): a blackholed portal then fails its
+# probe within about 2 s, while iscsid's
 # NOP-out (2 s interval, 3 s timeout in the lab) takes 3 to 5 s. They are
 # set at startup because a SIGHUP does not rearm the probe timer: a shorter
 # probe_interval only applies after one round of the old one (30 s).
@@ -110,7 +111,7 @@ fb_config() {
     pd_write_config service-time "flap_damping = false${2:+$'\n'$2}
 [discovery]
 probe_interval = \"1s\"
-probe_timeout = \"800ms\"" "failback = $1"
+probe_timeout = \"1s\"" "failback = $1"
 }
 
 # fb_reload FAILBACK [HEALTH_LINES]: fb_config, then SIGHUP; waits
@@ -120,9 +121,11 @@ fb_reload() {
     n=$(grep -c "configuration reloaded" "$PD_LOG" || true)
     fb_config "$@"
     kill -HUP "$PD_PID"
-    lab_wait 30 "the daemon reloaded its config (failback = $1)" \
-        test "$(grep -c "configuration reloaded" "$PD_LOG")" -gt "$n"
+    lab_wait 30 "the daemon reloaded its config (failback = $1)" fb_reloads_above "$n"
 }
+
+# The count must be taken on every poll, not once when lab_wait is called.
+fb_reloads_above() { (($(grep -c "configuration reloaded" "$PD_LOG" || true) > $1)); }
 
 # fb_fail_a: A's paths of LUN 0 fail; I/O continues on B's group.
 fb_fail_a() {
