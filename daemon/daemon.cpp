@@ -996,8 +996,8 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
       }
       bindings = std::move(*parsed);
     }
-    selector::Plan plan =
-        selector::planMaps(inventory_.plannerPaths(), config_, std::move(bindings), kernel_);
+    selector::Plan plan = selector::planMaps(pathsForTables(inventory_.plannerPaths()), config_,
+                                             std::move(bindings), kernel_);
     for (const auto &warning : plan.warnings) {
       if (std::find(planWarnings_.begin(), planWarnings_.end(), warning) == planWarnings_.end()) {
         log::warning(warning);

@@ -250,6 +250,15 @@ RuntimeState liveState(const LiveMap &live) {
 
 } // namespace
 
+std::vector<selector::Path> pathsForTables(std::vector<selector::Path> paths) {
+  for (auto &path : paths) {
+    if (path.state != selector::PathState::Removed) {
+      path.state = selector::PathState::Up;
+    }
+  }
+  return paths;
+}
+
 ReconcilePlan planReconcile(const ReconcileInput &input) {
   ReconcilePlan plan;
   const bool owner = input.mode == ReconcileMode::Owner;

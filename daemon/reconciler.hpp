@@ -75,6 +75,15 @@ struct ReconcileInput {
   std::map<std::string, bool> queueIfNoPath;
 };
 
+/// @brief The inventory's paths as the planner must see them for tables: every
+/// path that is not Removed counts as Up. A path's health is runtime state
+/// (fail/reinstate messages, failback's switch_group); if it reached the plan,
+/// a group whose paths are all down would sort last (its priority is the mean
+/// over usable paths), so an ALUA map would be reloaded with its groups
+/// renumbered each time its preferred group failed or came back, and that
+/// reload's initial group would fail back whatever the failback policy says.
+std::vector<selector::Path> pathsForTables(std::vector<selector::Path> paths);
+
 /// @brief Why a reload is needed; a set of these.
 enum class ReloadReason {
   Size,

@@ -2,6 +2,7 @@
 
 #include "dm_adapter.hpp"
 #include "dm_table.hpp"
+#include "grouping.hpp"
 #include "text.hpp"
 
 #include <gmock/gmock.h>
@@ -934,6 +935,47 @@ TEST(ResumeSuspendedMaps, ReportsAMapThatWillNotResumeAndGoesOn) {
   EXPECT_THAT(resumed[0].error, ::testing::HasSubstr("resume a"));
   EXPECT_TRUE(resumed[1].error.empty());
   EXPECT_FALSE(dm.maps["b"].suspended);
+}
+
+// --- pathsForTables -------------------------------------------------------
+
+selector::Path aluaPath(const std::string &device, std::uint32_t minor,
+                        const std::string &controller, int priority, selector::PathState state) {
+  selector::Path path;
+  path.device = device;
+  path.devt = DevT{8, minor};
+  path.controller = controller;
+  path.priority = priority;
+  path.state = state;
+  return path;
+}
+
+TEST(PathsForTables, KeepsTheOptimizedGroupFirstWhileAllItsPathsAreDown) {
+  // Controller a is active/optimized (50) and all its paths are down; b is
+  // non-optimized (10) and up. The table must not change with that.
+  std::vector<selector::Path> paths{
+      aluaPath("sda", 0, "a", 50, selector::PathState::Down),
+      aluaPath("sdc", 32, "a", 50, selector::PathState::Down),
+      aluaPath("sde", 64, "b", 10, selector::PathState::Up),
+      aluaPath("sdg", 96, "b", 10, selector::PathState::Shaky),
+  };
+  ASSERT_EQ(
+      selector::groupPaths(paths, selector::GroupingPolicy::GroupByController).front().controller,
+      "b"); // what the planner would do with the health in it
+
+  const auto groups =
+      selector::groupPaths(pathsForTables(paths), selector::GroupingPolicy::GroupByController);
+  ASSERT_EQ(groups.size(), 2U);
+  EXPECT_EQ(groups[0].controller, "a");
+  EXPECT_EQ(groups[0].priority(), 50);
+  EXPECT_EQ(groups[1].controller, "b");
+}
+
+TEST(PathsForTables, LeavesRemovedPathsRemoved) {
+  const auto paths = pathsForTables({aluaPath("sda", 0, "a", 50, selector::PathState::Removed),
+                                     aluaPath("sdb", 16, "a", 50, selector::PathState::Pending)});
+  EXPECT_EQ(paths[0].state, selector::PathState::Removed);
+  EXPECT_EQ(paths[1].state, selector::PathState::Up);
 }
 
 } // namespace

@@ -5,7 +5,10 @@
 # 4 sessions (2 controllers x 2 portals), 8 sd devices, 2 WWIDs.
 #
 # args: plan     pathkeeperctl plan --json vs multipath -v3 -d (needs ctl=)
-#       ctl=PATH pathkeeperctl
+#       failback pathkeeperd's failback policies (immediate, manual, deferred,
+#                followover) on LUN 0's map, and proactive failover on a
+#                blackholed portal (needs daemon= and ctl=)
+#       ctl=PATH pathkeeperctl; daemon=PATH pathkeeperd
 
 AL_SWITCH=mds-gw
 declare -A AL_PWWN=([a]=500a098100c0de01 [b]=500a098100c0de02)
@@ -86,6 +89,7 @@ scenario_run() {
     for a; do
         case $a in
         plan) pc_alua_plan "$(al_arg ctl "$@")" ;;
+        failback) source "$LAB_DIR/guest/failback_checks.sh" && fb_run "$(al_arg daemon "$@")" "$(al_arg ctl "$@")" ;;
         esac
     done
 }
