@@ -6,8 +6,9 @@
 #
 # args: plan     pathkeeperctl plan --json vs multipath -v3 -d (needs ctl=)
 #       failback pathkeeperd's failback policies (immediate, manual, deferred,
-#                followover) on LUN 0's map, and proactive failover on a
-#                blackholed portal (needs daemon= and ctl=)
+#                followover) on LUN 0's map (needs daemon= and ctl=); with
+#                proactive=1 also proactive failover on a blackholed portal
+#                (not in ctest: see fb_run)
 #       ctl=PATH pathkeeperctl; daemon=PATH pathkeeperd
 
 AL_SWITCH=mds-gw
@@ -89,7 +90,7 @@ scenario_run() {
     for a; do
         case $a in
         plan) pc_alua_plan "$(al_arg ctl "$@")" ;;
-        failback) source "$LAB_DIR/guest/failback_checks.sh" && fb_run "$(al_arg daemon "$@")" "$(al_arg ctl "$@")" ;;
+        failback) source "$LAB_DIR/guest/failback_checks.sh" && fb_run "$(al_arg daemon "$@")" "$(al_arg ctl "$@")" "$(al_arg proactive "$@")" ;;
         esac
     done
 }
