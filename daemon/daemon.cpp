@@ -899,6 +899,29 @@ void Daemon::sendPathMessage(const std::string &device, bool fail, const std::st
       });
 }
 
+namespace {
+
+/// The group the kernel uses for @p map now (its active group, else the one
+/// it will use next); nullopt when the status cannot be read.
+std::optional<unsigned> kernelGroup(DeviceMapper &dm, const std::string &map) {
+  auto lines = dm.status(map);
+  if (!lines || lines->size() != 1) {
+    return std::nullopt;
+  }
+  auto status = selector::parseDmStatus(lines->front().params, false);
+  if (!status) {
+    return std::nullopt;
+  }
+  for (std::size_t g = 0; g < status->groups.size(); ++g) {
+    if (status->groups[g].state == selector::DmGroupState::Active) {
+      return static_cast<unsigned>(g + 1);
+    }
+  }
+  return status->nextGroup != 0 ? std::optional<unsigned>(status->nextGroup) : std::nullopt;
+}
+
+} // namespace
+
 void Daemon::runFailback(Clock::time_point now) {
   if (mode_ != selector::Mode::Owner) {
     return;
@@ -924,6 +947,21 @@ void Daemon::runFailback(Clock::time_point now) {
         fmt::format("switch_group {} on {}", decision->group, alias),
         [this, alias = alias, decision = *decision](DeviceMapper &dm) -> DmWorker::Continuation {
           try {
+            // The daemon's idea of the active group is as old as its last
+            // reconcile; the kernel may have moved already (it leaves a
+            // group whose paths all failed on its own). Ask it first: a
+            // switch_group to the group in use would only clear the
+            // kernel's current group until the next I/O.
+            if (auto inUse = kernelGroup(dm, alias); inUse && *inUse == decision.group) {
+              return [this, alias, decision] {
+                if (auto it = maps_.find(alias); it != maps_.end()) {
+                  it->second.activeGroup = decision.group;
+                }
+                log::debug(fmt::format("map {}: already on group {}; no switch needed ({})", alias,
+                                       decision.group, decision.reason),
+                           {{"MAP", alias}});
+              };
+            }
             dm.message(alias, fmt::format("switch_group {}", decision.group));
           } catch (const std::exception &e) {
             return [this, alias, decision, what = std::string(e.what())] {
@@ -933,7 +971,10 @@ void Daemon::runFailback(Clock::time_point now) {
                   {{"MAP", alias}});
             };
           }
-          return [alias, decision] {
+          return [this, alias, decision] {
+            if (auto it = maps_.find(alias); it != maps_.end()) {
+              it->second.activeGroup = decision.group;
+            }
             log::notice(fmt::format("map {}: switch to group {} ({})", alias, decision.group,
                                     decision.reason),
                         {{"MAP", alias}});
