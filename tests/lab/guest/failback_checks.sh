@@ -208,17 +208,25 @@ fb_setup() {
     FB_N0=$(fb_log_lines)
 }
 
+# fb_switch_back_logged SECS N POLICY: waits for the daemon's "switch to
+# group A" line after log line N and checks that POLICY's failback is its
+# reason; the line is left in FB_LINE.
+fb_switch_back_logged() {
+    local secs=$1 n=$2 policy=$3
+    lab_wait "$secs" "the daemon logged the switch to group $FB_GA" \
+        fb_logged_after "$n" "map $FB_MAP: switch to group $FB_GA ("
+    FB_LINE=$(fb_log_after "$n" "map $FB_MAP: switch to group $FB_GA (")
+    lab_log "daemon: $FB_LINE"
+    lab_check "its reason is the $policy policy" grep -q "$policy failback" <<<"$FB_LINE"
+}
+
 fb_immediate() {
-    local n line
+    local n
     lab_step "failback 1: immediate: A's paths fail, then come back"
     fb_fail_a
     n=$(fb_log_lines)
     fb_restore_a
-    lab_wait 30 "the daemon logged the switch to group $FB_GA" \
-        fb_logged_after "$n" "map $FB_MAP: switch to group $FB_GA ("
-    line=$(fb_log_after "$n" "map $FB_MAP: switch to group $FB_GA (")
-    lab_log "daemon: $line"
-    lab_check "its reason is the immediate policy" grep -q "immediate failback" <<<"$line"
+    fb_switch_back_logged 30 "$n" immediate
     fb_back_on_a
 }
 
@@ -251,11 +259,8 @@ fb_deferred() {
     fb_fail_a
     n=$(fb_log_lines)
     fb_restore_a
-    lab_wait 90 "the daemon logged the switch to group $FB_GA" \
-        fb_logged_after "$n" "map $FB_MAP: switch to group $FB_GA ("
-    line=$(fb_log_after "$n" "map $FB_MAP: switch to group $FB_GA (")
-    lab_log "daemon: $line"
-    lab_check "its reason is the deferred policy" grep -q "deferred failback" <<<"$line"
+    fb_switch_back_logged 90 "$n" deferred
+    line=$FB_LINE
     # The daemon's own account of the wait, not a wall-clock measurement.
     secs=$(sed -n 's/.*has been usable for \([0-9]*\)s.*/\1/p' <<<"$line")
     lab_check "the daemon waited out the deferral (usable for ${secs:-?}s >= 10s)" test "${secs:-0}" -ge 10
@@ -269,7 +274,7 @@ fb_deferred() {
 }
 
 fb_followover() {
-    local ctl=$1 n line
+    local ctl=$1 n
     lab_step "failback 4: followover: an operator's switch stays; a returning group is failed back to"
     # Still manual here: move the map to B by hand, then ask for followover.
     # The reload makes the daemon re-read dm status and evaluate failback
@@ -293,11 +298,7 @@ fb_followover() {
     lab_wait 30 "the daemon reports A's paths down" fb_all_daemon down "${FB_A[@]}"
     n=$(fb_log_lines)
     fb_restore_a
-    lab_wait 30 "the daemon logged the switch to group $FB_GA" \
-        fb_logged_after "$n" "map $FB_MAP: switch to group $FB_GA ("
-    line=$(fb_log_after "$n" "map $FB_MAP: switch to group $FB_GA (")
-    lab_log "daemon: $line"
-    lab_check "its reason is the followover policy" grep -q "followover failback" <<<"$line"
+    fb_switch_back_logged 30 "$n" followover
     fb_back_on_a
 }
 
