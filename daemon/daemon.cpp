@@ -219,10 +219,10 @@ void Daemon::start() {
   // seconds, or for ever if udev hangs; a path message must not wait behind
   // it. A message that overtakes a reload of its map is not lost: a health
   // change during a reconcile pass asks for one more pass (apply()).
-  tableWorker_ = std::make_unique<DmWorker>(dm_);
+  tableWorker_ = std::make_unique<DmWorker>(dm_, "pk-dm-table");
   tableSource_ =
       loop_.addIo(tableWorker_->fd(), EPOLLIN, [this](unsigned) { tableWorker_->drain(); });
-  messageWorker_ = std::make_unique<DmWorker>(dm_);
+  messageWorker_ = std::make_unique<DmWorker>(dm_, "pk-dm-msg");
   messageSource_ =
       loop_.addIo(messageWorker_->fd(), EPOLLIN, [this](unsigned) { messageWorker_->drain(); });
   const auto now = Clock::now();

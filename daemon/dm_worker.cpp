@@ -10,17 +10,22 @@
 #include <system_error>
 #include <utility>
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 namespace pathkeeper::daemon {
 
-DmWorker::DmWorker(DeviceMapper &dm) : dm_(dm), eventFd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+DmWorker::DmWorker(DeviceMapper &dm, const char *name)
+    : dm_(dm), eventFd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (eventFd_ < 0) {
     throw std::system_error(errno, std::generic_category(), "dm worker: eventfd");
   }
   try {
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this, name] {
+      ::pthread_setname_np(::pthread_self(), name);
+      run();
+    });
   } catch (...) {
     ::close(eventFd_);
     throw;

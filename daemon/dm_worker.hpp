@@ -49,7 +49,8 @@ public:
 
   /// @brief Starts the thread. @p dm must outlive the worker.
   /// @throws std::system_error when the eventfd or the thread cannot be created.
-  explicit DmWorker(DeviceMapper &dm);
+  /// @param name the thread's name in `top -H` and /proc (at most 15 bytes).
+  DmWorker(DeviceMapper &dm, const char *name);
   /// @brief stop(), if not done yet.
   ~DmWorker();
   DmWorker(const DmWorker &) = delete;

@@ -24,6 +24,8 @@
 #include <thread>
 #include <utility>
 
+#include <pthread.h>
+
 namespace pathkeeper::daemon {
 
 namespace {
@@ -481,7 +483,10 @@ struct TurChecker::State {
     auto &worker = workers.emplace_back();
     ++liveWorkers;
     try {
-      worker.thread = std::thread([self, &worker] { self->work(worker); });
+      worker.thread = std::thread([self, &worker] {
+        ::pthread_setname_np(::pthread_self(), "pk-tur");
+        self->work(worker);
+      });
     } catch (...) {
       --liveWorkers;
       workers.pop_back();
@@ -568,7 +573,10 @@ TurChecker::TurChecker(Options options) : state_(std::make_shared<State>(std::mo
   for (unsigned i = 0; i < state_->targetWorkers; ++i) {
     state_->startWorker(state_);
   }
-  state_->watchdog = std::thread([state = state_] { state->watch(state); });
+  state_->watchdog = std::thread([state = state_] {
+    ::pthread_setname_np(::pthread_self(), "pk-tur-watch");
+    state->watch(state);
+  });
 }
 
 TurChecker::~TurChecker() {

@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <poll.h>
+#include <pthread.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -111,7 +113,7 @@ void drainAll(DmWorker &worker) {
 
 TEST(DmWorker, RunsJobsInOrderOnItsOwnThreadAndContinuationsOnTheCaller) {
   RecordingDm dm;
-  DmWorker worker(dm);
+  DmWorker worker(dm, "test-dm");
   std::vector<std::string> continued;
   std::vector<std::thread::id> continuedOn;
   for (const std::string name : {"a", "b", "c"}) {
@@ -137,9 +139,23 @@ TEST(DmWorker, RunsJobsInOrderOnItsOwnThreadAndContinuationsOnTheCaller) {
   EXPECT_EQ(worker.pending(), 0U);
 }
 
+TEST(DmWorker, JobsRunOnAThreadNamedForTopAndProc) {
+  RecordingDm dm;
+  DmWorker worker(dm, "pk-dm-test");
+  std::string jobThread;
+  worker.post("name", [&](DeviceMapper &) -> DmWorker::Continuation {
+    std::array<char, 16> name{};
+    ::pthread_getname_np(::pthread_self(), name.data(), name.size());
+    jobThread = name.data();
+    return [] {};
+  });
+  drainAll(worker);
+  EXPECT_EQ(jobThread, "pk-dm-test");
+}
+
 TEST(DmWorker, ContinuationsRunOnlyInDrain) {
   RecordingDm dm;
-  DmWorker worker(dm);
+  DmWorker worker(dm, "test-dm");
   bool continued = false;
   worker.post("message m", [&](DeviceMapper &d) -> DmWorker::Continuation {
     d.message("m", "reinstate_path 8:16");
@@ -156,7 +172,7 @@ TEST(DmWorker, ContinuationsRunOnlyInDrain) {
 
 TEST(DmWorker, AJobThatThrowsStillCompletesAndTheNextOneRuns) {
   RecordingDm dm;
-  DmWorker worker(dm);
+  DmWorker worker(dm, "test-dm");
   bool second = false;
   worker.post("broken", [](DeviceMapper &) -> DmWorker::Continuation {
     throw std::runtime_error("the kernel said no");
@@ -174,7 +190,7 @@ TEST(DmWorker, AJobThatThrowsStillCompletesAndTheNextOneRuns) {
 
 TEST(DmWorker, ContinuationsMayPostMoreJobs) {
   RecordingDm dm;
-  DmWorker worker(dm);
+  DmWorker worker(dm, "test-dm");
   int finished = 0;
   worker.post("read", [&](DeviceMapper &d) -> DmWorker::Continuation {
     d.message("m", "first");
@@ -192,7 +208,7 @@ TEST(DmWorker, ContinuationsMayPostMoreJobs) {
 
 TEST(DmWorker, StopFinishesTheRunningJobAndDropsTheQueuedOnes) {
   RecordingDm dm;
-  DmWorker worker(dm);
+  DmWorker worker(dm, "test-dm");
   worker.post("held", [](DeviceMapper &d) -> DmWorker::Continuation {
     d.message("m", "hold");
     d.resume("m"); // must still happen: a running job is never cut short
@@ -226,7 +242,7 @@ TEST(DmWorker, StopFinishesTheRunningJobAndDropsTheQueuedOnes) {
 
 TEST(DmWorker, RemembersTheLongestJob) {
   RecordingDm dm;
-  DmWorker worker(dm);
+  DmWorker worker(dm, "test-dm");
   worker.post("quick", [](DeviceMapper &) -> DmWorker::Continuation { return {}; });
   drainAll(worker);
   EXPECT_EQ(worker.longest().label, "quick"); // the only one so far
