@@ -610,10 +610,20 @@ Expected<void> Daemon::reloadConfig() {
                log::id::kConfigRejected);
     return pathkeeper::fail("config rejected, keeping the running one: " + config.error());
   }
+  const bool probesChanged = config->discovery != config_.discovery;
   config_ = std::move(*config);
   health_.setSettings(config_.defaults.health);
   adaptive_.setSettings(config_.adaptive);
   log::notice("configuration reloaded");
+  if (probesChanged && probeTimer_.active()) {
+    // New portals, NICs or interval: probe now and keep the new rhythm
+    // (startProbes re-arms the timer only while probing is periodic).
+    EventLoop::rearm(probeTimer_, Clock::now() + std::chrono::hours(24));
+    if (config_.discovery.probeInterval.count() == 0) {
+      EventLoop::disable(probeTimer_);
+    }
+    startProbes();
+  }
   requestReconcile("configuration reloaded");
   return {};
 }
