@@ -991,6 +991,9 @@ void Daemon::runFailback(Clock::time_point now) {
           };
         });
   }
+  // A deferred failback may have started waiting just now (e.g. in a
+  // reconcile's continuation): the timer must know its deadline.
+  rearmHealthTimer();
 }
 
 // --- reconciling -------------------------------------------------------------------
@@ -1270,7 +1273,11 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
     maps.emplace(map.info.name, std::move(state));
   }
   for (const auto &[alias, old] : maps_) {
-    if (!maps.contains(alias)) {
+    // A map that went, or whose groups were reloaded with other paths (a
+    // group number then names other paths), starts its failback afresh: a
+    // deferred wait must not carry over to a group it was not measured on.
+    auto now = maps.find(alias);
+    if (now == maps.end() || now->second.groups != old.groups) {
       failback_.forget(alias);
     }
   }
