@@ -1374,26 +1374,31 @@ void Daemon::startProbes() {
   }
   const auto now = Clock::now();
   for (const auto &[nic, portal] : pairs) {
-    const std::string key = nic + "|" + portalKey(portal);
-    if (probes_.contains(key)) {
-      continue; // still running from the last round
-    }
-    DiscoveryRequest request;
-    request.portal = portal;
-    request.netdev = nic;
-    request.initiatorName = probeInitiator_;
-    request.timeout = discovery.probeTimeout;
-    try {
-      ActiveProbe active;
-      active.probe = std::make_unique<IscsiDiscovery>(std::move(request), now);
-      probes_.emplace(key, std::move(active));
-    } catch (const std::exception &e) {
-      log::error(fmt::format("cannot start a SendTargets probe of {} from {}: {}",
-                             portalKey(portal), nic.empty() ? "any NIC" : nic, e.what()));
-      continue;
-    }
-    syncProbe(key);
+    startProbe(nic, portal, now);
   }
+}
+
+void Daemon::startProbe(const std::string &nic, const selector::Portal &portal,
+                        Clock::time_point now) {
+  const std::string key = nic + "|" + portalKey(portal);
+  if (probes_.contains(key) || probeInitiator_.empty()) {
+    return; // still running from the last round
+  }
+  DiscoveryRequest request;
+  request.portal = portal;
+  request.netdev = nic;
+  request.initiatorName = probeInitiator_;
+  request.timeout = config_.discovery.probeTimeout;
+  try {
+    ActiveProbe active;
+    active.probe = std::make_unique<IscsiDiscovery>(std::move(request), now);
+    probes_.emplace(key, std::move(active));
+  } catch (const std::exception &e) {
+    log::error(fmt::format("cannot start a SendTargets probe of {} from {}: {}", portalKey(portal),
+                           nic.empty() ? "any NIC" : nic, e.what()));
+    return;
+  }
+  syncProbe(key);
 }
 
 void Daemon::syncProbe(const std::string &key) {
@@ -1485,6 +1490,17 @@ void Daemon::finishProbe(const std::string &key) {
   probes_.erase(it);
   deadProbes_.push_back(std::move(probe));
   requestPublish();
+  const auto &health = config_.defaults.health;
+  const unsigned inARow = health_.probeFailuresInARow(nic, request.portal);
+  if (!result && health.proactiveFailover && inARow < health.proactiveFailoverProbes) {
+    // One lost reply on a busy host must not fail every path of the pair:
+    // confirm at once instead of after probe_interval.
+    log::info(fmt::format("SendTargets {}: {} of {} failed probe(s) in a row before its paths are "
+                          "failed; probing again now",
+                          where, inARow, health.proactiveFailoverProbes),
+              {{"PORTAL", portalKey(request.portal)}, {"IFACE", nic}});
+    startProbe(nic, request.portal, now);
+  }
 }
 
 // --- publishing ------------------------------------------------------------------

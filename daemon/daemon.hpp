@@ -144,6 +144,8 @@ private:
   // SendTargets probes per (NIC, portal): portal reachability, missing
   // paths and, with proactive_failover, early path failures.
   void startProbes();
+  /// @brief Starts one probe of (@p nic, @p portal) unless one runs.
+  void startProbe(const std::string &nic, const selector::Portal &portal, Clock::time_point now);
   void syncProbe(const std::string &key);
   void finishProbe(const std::string &key);
   void sendPathMessage(const std::string &device, bool fail, const std::string &reason);

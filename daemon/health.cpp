@@ -401,10 +401,29 @@ void HealthTracker::setRoute(const std::string &device, PathRoute route) {
   }
 }
 
+namespace {
+std::string pairKey(const std::string &netdev, const selector::Portal &portal) {
+  return fmt::format("{}|{}:{}", netdev, portal.address, portal.port);
+}
+} // namespace
+
+unsigned HealthTracker::probeFailuresInARow(const std::string &netdev,
+                                            const selector::Portal &portal) const {
+  auto it = probeFailures_.find(pairKey(netdev, portal));
+  return it == probeFailures_.end() ? 0U : it->second;
+}
+
 HealthTracker::Decisions HealthTracker::probeResult(const std::string &netdev,
                                                     const selector::Portal &portal, bool ok,
                                                     std::string_view reason, TimePoint now) {
-  if (!settings_.proactiveFailover) {
+  unsigned inARow = 0;
+  if (ok) {
+    probeFailures_.erase(pairKey(netdev, portal));
+  } else {
+    inARow = ++probeFailures_[pairKey(netdev, portal)];
+  }
+  if (!settings_.proactiveFailover ||
+      (!ok && inARow < std::max(1U, settings_.proactiveFailoverProbes))) {
     return {};
   }
   Decisions decisions;
@@ -425,7 +444,9 @@ HealthTracker::Decisions HealthTracker::probeResult(const std::string &netdev,
     } else {
       const bool wasHealthy = healthy(entry);
       entry.probeFailed = true;
-      std::string why = fmt::format("probe of {} failed: {}", pair, reason);
+      std::string why = inARow == 1 ? fmt::format("probe of {} failed: {}", pair, reason)
+                                    : fmt::format("probe of {} failed {} times in a row: {}", pair,
+                                                  inARow, reason);
       const bool dampingChanged = afterBad(entry, wasHealthy, now, why);
       one = evaluate(device, entry, now, std::move(why), dampingChanged);
     }

@@ -11,7 +11,8 @@
 // * Health evidence. A path is healthy when the last check after its last
 //   failure passed (TUR ok, or TUR "not ready / standby"), its session is not
 //   FAILED or FREE, its sd device is not offline or transport-offline, and (with
-//   proactive failover) the last probe of its (NIC, portal) pair did not fail.
+//   proactive failover) the last proactiveFailoverProbes probes of its (NIC,
+//   portal) pair did not all fail.
 //   SessionState::Unknown and DeviceState::Unknown do not count against a path
 //   (a non-iSCSI path, or a fact the daemon could not read).
 // * Published states. Removed after removal; Shaky while flap damping holds it;
@@ -191,9 +192,15 @@ public:
   void setRoute(const std::string &device, PathRoute route);
 
   /// @brief A probe over (@p netdev, @p portal) passed or failed. Acts on the
-  /// paths using that pair only when settings().proactiveFailover.
+  /// paths using that pair only when settings().proactiveFailover, and on a
+  /// failure only once settings().proactiveFailoverProbes probes in a row
+  /// have failed (a pass resets the count).
   Decisions probeResult(const std::string &netdev, const selector::Portal &portal, bool ok,
                         std::string_view reason, TimePoint now);
+  /// @brief Failed probes of the pair since its last pass (counted with or
+  /// without proactive failover).
+  [[nodiscard]] unsigned probeFailuresInARow(const std::string &netdev,
+                                             const selector::Portal &portal) const;
 
   /// @brief Timer work: releases shaky paths whose hold-down is over and
   /// times out checks that never reported.
@@ -254,6 +261,7 @@ private:
   selector::HealthSettings settings_;
   std::mt19937 random_;
   std::map<std::string, Entry, std::less<>> paths_;
+  std::map<std::string, unsigned, std::less<>> probeFailures_; ///< "netdev|addr:port" -> in a row
 };
 
 } // namespace pathkeeper::daemon

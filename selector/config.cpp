@@ -170,6 +170,11 @@ constexpr ConfigKey schema[] = {
      "Fail a path as soon as a SendTargets probe over its (NIC, portal) pair fails, before the "
      "iSCSI NOP-out timers notice.",
      "true"},
+    {"health", "proactive_failover_probes", "integer", "2",
+     "Probes in a row that must fail before proactive_failover fails the pair's paths, 1..10. "
+     "After a first failure the pair is probed again at once, so one lost reply on a busy host "
+     "fails nothing.",
+     "3"},
     // [adaptive]
     {"adaptive", "sample_interval", "duration", R"("2s")",
      "How often each path's /sys/block/<dev>/stat is sampled, 500ms..1m.", R"("1s")"},
@@ -331,7 +336,7 @@ struct UnsignedLimit {
   std::int64_t max;
 };
 
-constexpr std::array<UnsignedLimit, 8> unsignedLimits{{
+constexpr std::array<UnsignedLimit, 9> unsignedLimits{{
     {"hysteresis_percent", 1, 100},
     {"equal_tolerance_percent", 0, 90},
     {"idle_iops", 1, 100000},
@@ -339,6 +344,7 @@ constexpr std::array<UnsignedLimit, 8> unsignedLimits{{
     {"pg_init_retries", 1, 50},
     {"pg_init_delay_msecs", 0, 60000},
     {"flap_threshold", 1, 1000},
+    {"proactive_failover_probes", 1, 10},
     {"no_path_retry", 1, maxNoPathRetry},
 }};
 
@@ -1168,6 +1174,10 @@ void DocumentParser::parseHealth(const toml::table &table) {
     } else if (n == "proactive_failover") {
       if (auto value = boolean(node, key)) {
         health.proactiveFailover = *value;
+      }
+    } else if (n == "proactive_failover_probes") {
+      if (auto value = bounded(node, key, n)) {
+        health.proactiveFailoverProbes = *value;
       }
     } else {
       unhandled(name, key);

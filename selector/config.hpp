@@ -93,6 +93,9 @@ struct HealthSettings {
   /// Fail a path as soon as a SendTargets probe over its (NIC, portal) pair
   /// fails, before the iSCSI layer's NOP-out timers notice.
   bool proactiveFailover = false;
+  /// Failed probes in a row before proactive failover acts (a first failure
+  /// is confirmed by an immediate second probe).
+  unsigned proactiveFailoverProbes = 2;
 
   bool operator==(const HealthSettings &) const = default;
 };

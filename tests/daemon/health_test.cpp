@@ -551,6 +551,7 @@ TEST(HealthScheduling, NextDeadlineIsTheEarliestCheckOrRelease) {
 TEST(HealthProactiveFailover, FailedProbeFailsOnlyThePathsUsingThatNicAndPortal) {
   HealthSettings settings;
   settings.proactiveFailover = true;
+  settings.proactiveFailoverProbes = 1;
   HealthTracker tracker(settings);
   addUp(tracker, "sdb", t0, loggedIn(1, "eth1", "10.10.1.20"));
   addUp(tracker, "sdc", t0, loggedIn(2, "eth2", "10.10.1.20"));
@@ -575,6 +576,7 @@ TEST(HealthProactiveFailover, FailedProbeFailsOnlyThePathsUsingThatNicAndPortal)
 TEST(HealthProactiveFailover, PassingTurDoesNotReinstateWhileTheProbeFails) {
   HealthSettings settings;
   settings.proactiveFailover = true;
+  settings.proactiveFailoverProbes = 1;
   HealthTracker tracker(settings);
   addUp(tracker, "sdb", t0);
   tracker.probeResult("eth1", Portal{"10.10.1.20", 3260, 1}, false, "no route", t0 + 1s);
@@ -594,6 +596,7 @@ TEST(HealthProactiveFailover, ProbeResultsAreIgnoredWhenDisabled) {
 TEST(HealthProactiveFailover, UpdatedRouteDecidesWhichProbeApplies) {
   HealthSettings settings;
   settings.proactiveFailover = true;
+  settings.proactiveFailoverProbes = 1;
   HealthTracker tracker(settings);
   addUp(tracker, "sdb", t0);
   tracker.setRoute("sdb", PathRoute{"eth2", Portal{"10.10.1.20", 3260, 1}});
@@ -602,6 +605,58 @@ TEST(HealthProactiveFailover, UpdatedRouteDecidesWhichProbeApplies) {
   EXPECT_EQ(
       only(tracker.probeResult("eth2", Portal{"10.10.1.20", 3260, 7}, false, "x", t0 + 1s)).device,
       "sdb");
+}
+
+TEST(HealthProactiveFailover, OneFailedProbeFailsNothingByDefault) {
+  HealthSettings settings;
+  settings.proactiveFailover = true;
+  ASSERT_EQ(settings.proactiveFailoverProbes, 2U);
+  HealthTracker tracker(settings);
+  addUp(tracker, "sdb", t0, loggedIn(1, "eth1", "10.10.1.20"));
+  const Portal portal{"10.10.1.20", 3260, 1};
+
+  EXPECT_THAT(tracker.probeResult("eth1", portal, false, "timed out", t0 + 1s), IsEmpty());
+  EXPECT_EQ(tracker.probeFailuresInARow("eth1", portal), 1U);
+  EXPECT_EQ(tracker.state("sdb"), PathState::Up);
+  EXPECT_EQ(tracker.health("sdb")->failures, 0U);
+
+  // The confirming probe fails too: now the path goes.
+  const auto failed = only(tracker.probeResult("eth1", portal, false, "timed out", t0 + 2s));
+  EXPECT_EQ(failed.device, "sdb");
+  EXPECT_EQ(failed.action, DmAction::Fail);
+  EXPECT_EQ(failed.reason, "probe of 10.10.1.20:3260 via eth1 failed 2 times in a row: timed out");
+  EXPECT_EQ(tracker.probeFailuresInARow("eth1", portal), 2U);
+}
+
+TEST(HealthProactiveFailover, APassBetweenFailuresStartsTheCountAgain) {
+  HealthSettings settings;
+  settings.proactiveFailover = true;
+  settings.proactiveFailoverProbes = 2;
+  HealthTracker tracker(settings);
+  addUp(tracker, "sdb", t0, loggedIn(1, "eth1", "10.10.1.20"));
+  const Portal portal{"10.10.1.20", 3260, 1};
+  EXPECT_THAT(tracker.probeResult("eth1", portal, false, "x", t0 + 1s), IsEmpty());
+  EXPECT_THAT(tracker.probeResult("eth1", portal, true, "", t0 + 2s), IsEmpty());
+  EXPECT_EQ(tracker.probeFailuresInARow("eth1", portal), 0U);
+  EXPECT_THAT(tracker.probeResult("eth1", portal, false, "x", t0 + 3s), IsEmpty());
+  EXPECT_EQ(tracker.state("sdb"), PathState::Up);
+}
+
+TEST(HealthProactiveFailover, FailuresAreCountedPerPair) {
+  HealthSettings settings;
+  settings.proactiveFailover = true;
+  HealthTracker tracker(settings);
+  addUp(tracker, "sdb", t0, loggedIn(1, "eth1", "10.10.1.20"));
+  addUp(tracker, "sdc", t0, loggedIn(2, "eth2", "10.10.1.20"));
+  EXPECT_THAT(tracker.probeResult("eth1", Portal{"10.10.1.20", 3260, 1}, false, "x", t0 + 1s),
+              IsEmpty());
+  EXPECT_THAT(tracker.probeResult("eth2", Portal{"10.10.1.20", 3260, 1}, false, "x", t0 + 2s),
+              IsEmpty());
+  EXPECT_EQ(tracker.probeFailuresInARow("eth1", Portal{"10.10.1.20", 3260, 1}), 1U);
+  EXPECT_EQ(tracker.probeFailuresInARow("eth2", Portal{"10.10.1.20", 3260, 1}), 1U);
+  EXPECT_EQ(tracker.probeFailuresInARow("eth1", Portal{"10.10.1.21", 3260, 1}), 0U);
+  EXPECT_EQ(tracker.state("sdb"), PathState::Up);
+  EXPECT_EQ(tracker.state("sdc"), PathState::Up);
 }
 
 } // namespace

@@ -676,6 +676,17 @@ TEST(ConfigHealth, ReadsProactiveFailover) {
       HasSubstr("health.proactive_failover: expected a boolean (true or false), got string"));
 }
 
+TEST(ConfigHealth, ReadsHowManyFailedProbesInARowProactiveFailoverNeeds) {
+  EXPECT_EQ(HealthSettings{}.proactiveFailoverProbes, 2U);
+  EXPECT_EQ(
+      parseOk("[health]\nproactive_failover_probes = 3\n").defaults.health.proactiveFailoverProbes,
+      3U);
+  EXPECT_THAT(parseError("[health]\nproactive_failover_probes = 0\n"),
+              HasSubstr("health.proactive_failover_probes: must be between 1 and 10, got 0"));
+  EXPECT_THAT(parseError("[health]\nproactive_failover_probes = 11\n"),
+              HasSubstr("must be between 1 and 10, got 11"));
+}
+
 // --------------------------------------------------------------- discovery
 
 TEST(ConfigDiscovery, ReadsEveryKeyWithCanonicalPortals) {
