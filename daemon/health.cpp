@@ -477,10 +477,20 @@ HealthTracker::Decisions HealthTracker::tick(TimePoint now) {
   return decisions;
 }
 
+std::optional<HealthTracker::TimePoint> HealthTracker::dueOf(const Entry &entry) {
+  if (entry.inFlight || entry.facts.device == DeviceState::Blocked) {
+    return std::nullopt;
+  }
+  return entry.nextCheck;
+}
+
+// dueChecks() and nextDeadline() run after every batch of check results: at
+// 1000 paths that is a few hundred walks a second, so they must not look
+// each path up again by name.
 std::vector<std::string> HealthTracker::dueChecks(TimePoint now) const {
   std::vector<std::string> due;
   for (const auto &[device, entry] : paths_) {
-    if (const auto when = nextCheckDue(device); when && *when <= now) {
+    if (const auto when = dueOf(entry); when && *when <= now) {
       due.push_back(device);
     }
   }
@@ -490,11 +500,7 @@ std::vector<std::string> HealthTracker::dueChecks(TimePoint now) const {
 std::optional<HealthTracker::TimePoint>
 HealthTracker::nextCheckDue(const std::string &device) const {
   const auto it = paths_.find(device);
-  if (it == paths_.end() || it->second.inFlight ||
-      it->second.facts.device == DeviceState::Blocked) {
-    return std::nullopt;
-  }
-  return it->second.nextCheck;
+  return it == paths_.end() ? std::nullopt : dueOf(it->second);
 }
 
 std::optional<HealthTracker::TimePoint> HealthTracker::nextDeadline() const {
@@ -505,7 +511,7 @@ std::optional<HealthTracker::TimePoint> HealthTracker::nextDeadline() const {
     }
   };
   for (const auto &[device, entry] : paths_) {
-    if (const auto due = nextCheckDue(device)) {
+    if (const auto due = dueOf(entry)) {
       consider(*due);
     }
     if (entry.inFlight) {

@@ -253,6 +253,7 @@ private:
   bool afterBad(Entry &entry, bool wasHealthy, TimePoint now, std::string &reason);
   void recordBad(Entry &entry, TimePoint now, std::string &reason);
   static void requestCheckNow(Entry &entry, TimePoint now);
+  [[nodiscard]] static std::optional<TimePoint> dueOf(const Entry &entry);
   void scheduleAfterResult(Entry &entry, TimePoint now);
   [[nodiscard]] TimePoint releaseTime(const Entry &entry) const;
   [[nodiscard]] bool healthy(const Entry &entry) const;
