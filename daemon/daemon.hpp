@@ -215,6 +215,7 @@ private:
   std::set<std::string> ownedWwids_; ///< what the owned-wwids file lists
   std::string pendingReconcileWhy_;
   Clock::time_point nextFullSessionPoll_{}; ///< pollSessions(): when to read every session again
+  std::string diskSweepCursor_;             ///< pollSessions(): the last disk its sweep read
   std::unique_ptr<DmWorker> tableWorker_;   ///< dm reads, create and reload (after startup)
   std::unique_ptr<DmWorker> messageWorker_; ///< dm path and group messages
   bool reconcileRunning_ = false;
