@@ -1606,7 +1606,11 @@ void Daemon::onNetworkFindings(const std::vector<Finding> &findings) {
 }
 
 void Daemon::requestPublish() {
-  if (ready_ && publishTimer_.active()) {
+  // The first request arms the timer and later ones ride along: a stream
+  // of check results (hundreds a second at 1000 paths) must not push the
+  // publication out for as long as it lasts.
+  if (ready_ && publishTimer_.active() && !publishPending_) {
+    publishPending_ = true;
     EventLoop::rearm(publishTimer_, Clock::now() + options_.debounce);
   }
 }
@@ -1736,7 +1740,14 @@ void Daemon::publish() {
     networkWatch_->setBindings(mergeBindings(bindingsFromSessions(inventory_)));
   }
   syncOwnedWwids();
-  const StateSnapshot snap = snapshot();
+  publishPending_ = false;
+  StateSnapshot snap = snapshot();
+  if (lastPublished_) {
+    holdLatencyJitter(snap, *lastPublished_);
+    if (snap == *lastPublished_) {
+      return; // most check results change nothing that is published
+    }
+  }
   if (snap.status != lastStatus_) {
     sd_notify(0, fmt::format("STATUS={}", snap.status).c_str());
     lastStatus_ = snap.status;
@@ -1747,6 +1758,7 @@ void Daemon::publish() {
   for (const auto &listener : listeners_) {
     listener(snap);
   }
+  lastPublished_ = std::move(snap);
 }
 
 void Daemon::syncOwnedWwids() {

@@ -84,9 +84,11 @@ public:
   [[nodiscard]] selector::Mode mode() const { return mode_; }
   /// @brief What is published now.
   [[nodiscard]] StateSnapshot snapshot() const;
-  /// @brief Called with every new snapshot (after the debounce), on the loop thread.
+  /// @brief Called with every new snapshot (after the debounce), on the loop
+  /// thread. A snapshot equal to the last one is not handed out again.
   void onPublish(std::function<void(const StateSnapshot &)> listener) {
     listeners_.push_back(std::move(listener));
+    lastPublished_.reset(); // the new listener has seen nothing yet
   }
 
   // Commands (D-Bus, pathkeeperctl). Admin actions are kept: a path the
@@ -210,6 +212,8 @@ private:
   DmEchoFilter echoes_;               ///< our messages whose dm events are still due
   std::map<std::string, selector::SelectorKind> selectorOverrides_; ///< SetSelector, by alias
   std::vector<std::function<void(const StateSnapshot &)>> listeners_;
+  std::optional<StateSnapshot> lastPublished_; ///< what publish() last handed out
+  bool publishPending_ = false;                ///< publishTimer_ is armed
   bool ready_ = false;
   std::string lastStatus_;
   std::set<std::string> ownedWwids_; ///< what the owned-wwids file lists

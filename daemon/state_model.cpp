@@ -1,5 +1,7 @@
 #include "state_model.hpp"
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 namespace pathkeeper::daemon {
@@ -83,6 +85,28 @@ std::string snapshotToJson(const StateSnapshot &snapshot, std::optional<bool> re
                                 {"fix", finding.fix}});
   }
   return json.dump(2) + "\n";
+}
+
+void holdLatencyJitter(StateSnapshot &next, const StateSnapshot &published) {
+  // Both are sorted by device: one merge walk.
+  auto old = published.paths.begin();
+  for (auto &path : next.paths) {
+    while (old != published.paths.end() && old->device < path.device) {
+      ++old;
+    }
+    if (old == published.paths.end()) {
+      break;
+    }
+    if (old->device != path.device || old->latencyUs < 0 || path.latencyUs < 0) {
+      continue;
+    }
+    const std::int64_t was = old->latencyUs;
+    const std::int64_t now = path.latencyUs;
+    const bool small = std::abs(now - was) < 1000 || (3 * now >= 2 * was && 2 * now <= 3 * was);
+    if (small) {
+      path.latencyUs = was;
+    }
+  }
 }
 
 } // namespace pathkeeper::daemon

@@ -126,6 +126,13 @@ struct StateSnapshot {
   bool operator==(const StateSnapshot &) const = default;
 };
 
+/// @brief Keeps @p published's check latency in @p next for every path whose
+/// new latency is within a third of the published one (or less than 1 ms
+/// away): a TUR's latency wobbles at every check, and publishing each wobble
+/// would rewrite the state file and send PropertiesChanged for every path
+/// every few seconds. Appearing, disappearing (-1) and real moves go out.
+void holdLatencyJitter(StateSnapshot &next, const StateSnapshot &published);
+
 /// @brief The snapshot as JSON (schema 1), the one rendering behind both
 /// `pathkeeperctl status --json` and pathkeeperd's state file; @p ready is
 /// added as "ready" when given (the state file says whether startup is done).
