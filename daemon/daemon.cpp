@@ -642,6 +642,9 @@ void Daemon::startDueChecks(Clock::time_point now) {
 }
 
 void Daemon::rearmHealthTimer() {
+  if (!healthTimer_.active()) {
+    return; // start(): paths are added before the timers exist; it arms them after
+  }
   auto next = health_.nextDeadline();
   auto failbackNext = failback_.nextDeadline();
   if (failbackNext && (!next || *failbackNext < *next)) {
