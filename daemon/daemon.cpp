@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <malloc.h>
 #include <nlohmann/json.hpp>
 #include <sys/epoll.h>
 #include <systemd/sd-daemon.h>
@@ -618,7 +619,9 @@ void Daemon::onCheckerResults() {
   }
   startDueChecks(now);
   rearmHealthTimer();
-  requestPublish();
+  // A state change went out through apply(); what is left (the check's
+  // verdict text and latency) can wait for the slow lane.
+  requestPublish(kQuietPublish);
 }
 
 void Daemon::onHealthTimer() {
@@ -627,7 +630,7 @@ void Daemon::onHealthTimer() {
   startDueChecks(now);
   runFailback(now);
   rearmHealthTimer();
-  requestPublish();
+  requestPublish(kQuietPublish);
 }
 
 void Daemon::startDueChecks(Clock::time_point now) {
@@ -958,7 +961,10 @@ void Daemon::sendPathMessage(const std::string &device, bool fail, const std::st
                           std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()),
               {{"PATH", device}, {"MAP", map}});
           if (auto it = maps_.find(map); it != maps_.end()) {
-            it->second.dmFailed[device] = fail;
+            // Only a path the map still has: a reload may have dropped it.
+            if (auto entry = it->second.dmFailed.find(device); entry != it->second.dmFailed.end()) {
+              entry->second = fail;
+            }
             requestPublish();
           }
         };
@@ -1081,6 +1087,9 @@ void Daemon::finishReconcile() {
   reconcileRunning_ = false;
   if (!ready_) {
     finishStartup();
+    // Startup's scan, plan and first rendering leave megabytes free in the
+    // heap at 1000 paths that glibc keeps unless asked: give them back.
+    ::malloc_trim(0);
   }
   if (std::exchange(reconcileAgain_, false)) {
     reconcile();
@@ -1338,6 +1347,12 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
     }
   }
   maps_ = std::move(maps);
+  mapOfDevice_.clear();
+  for (const auto &[alias, map] : maps_) {
+    for (const auto &[device, failed] : map.dmFailed) {
+      mapOfDevice_.emplace(device, alias);
+    }
+  }
 }
 
 void Daemon::syncMultipathd() {
@@ -1608,13 +1623,17 @@ void Daemon::onNetworkFindings(const std::vector<Finding> &findings) {
   requestPublish();
 }
 
-void Daemon::requestPublish() {
-  // The first request arms the timer and later ones ride along: a stream
-  // of check results (hundreds a second at 1000 paths) must not push the
+void Daemon::requestPublish(std::optional<std::chrono::milliseconds> delay) {
+  // The earliest request wins and later ones ride along: a stream of check
+  // results (hundreds a second at 1000 paths) must not push the
   // publication out for as long as it lasts.
-  if (ready_ && publishTimer_.active() && !publishPending_) {
-    publishPending_ = true;
-    EventLoop::rearm(publishTimer_, Clock::now() + options_.debounce);
+  if (!ready_ || !publishTimer_.active()) {
+    return;
+  }
+  const auto when = Clock::now() + delay.value_or(options_.debounce);
+  if (!publishAt_ || when < *publishAt_) {
+    publishAt_ = when;
+    EventLoop::rearm(publishTimer_, when);
   }
 }
 
@@ -1743,10 +1762,17 @@ void Daemon::publish() {
     networkWatch_->setBindings(mergeBindings(bindingsFromSessions(inventory_)));
   }
   syncOwnedWwids();
-  publishPending_ = false;
+  publishAt_.reset();
   StateSnapshot snap = snapshot();
   if (lastPublished_) {
-    holdLatencyJitter(snap, *lastPublished_);
+    // Check latencies move at most every kLatencyHold: at 1000 paths some
+    // path's TUR is slower or faster than the last by a third every few
+    // milliseconds under load, and each move re-renders everything.
+    constexpr std::chrono::seconds kLatencyHold{10};
+    const auto now = Clock::now();
+    if (holdLatencyJitter(snap, *lastPublished_, now < nextLatencyMove_)) {
+      nextLatencyMove_ = now + kLatencyHold;
+    }
     if (snap == *lastPublished_) {
       return; // most check results change nothing that is published
     }
@@ -1892,12 +1918,8 @@ std::string Daemon::deviceOfDevt(const std::string &devt) const {
 }
 
 std::string Daemon::mapOfDevice(const std::string &device) const {
-  for (const auto &[alias, map] : maps_) {
-    if (map.dmFailed.contains(device)) {
-      return alias;
-    }
-  }
-  return {};
+  auto it = mapOfDevice_.find(device);
+  return it == mapOfDevice_.end() ? std::string{} : it->second;
 }
 
 bool Daemon::adaptiveWanted(const selector::PlannedMap &map) const {

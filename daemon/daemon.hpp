@@ -154,7 +154,11 @@ private:
   // The network check (issue #8): re-run on netlink changes by NetworkWatch.
   void startNetworkWatch();
   void onNetworkFindings(const std::vector<Finding> &findings);
-  void requestPublish();
+  /// @brief Publishes after @p delay (the debounce by default), or sooner
+  /// when an earlier request is pending.
+  void requestPublish(std::optional<std::chrono::milliseconds> delay = std::nullopt);
+  /// What only the checks' verdict texts and latencies changed waits this long.
+  static constexpr std::chrono::milliseconds kQuietPublish{2000};
   void publish();
   void writeStateFile(const StateSnapshot &snap) const;
   void syncOwnedWwids();
@@ -213,15 +217,17 @@ private:
   std::map<std::string, selector::SelectorKind> selectorOverrides_; ///< SetSelector, by alias
   std::vector<std::function<void(const StateSnapshot &)>> listeners_;
   std::optional<StateSnapshot> lastPublished_; ///< what publish() last handed out
-  bool publishPending_ = false;                ///< publishTimer_ is armed
+  std::optional<Clock::time_point> publishAt_; ///< when publishTimer_ fires, if armed
+  Clock::time_point nextLatencyMove_{};        ///< publish(): check latencies held until then
   bool ready_ = false;
   std::string lastStatus_;
   std::set<std::string> ownedWwids_; ///< what the owned-wwids file lists
   std::string pendingReconcileWhy_;
   Clock::time_point nextFullSessionPoll_{}; ///< pollSessions(): when to read every session again
-  std::string diskSweepCursor_;             ///< pollSessions(): the last disk its sweep read
-  std::unique_ptr<DmWorker> tableWorker_;   ///< dm reads, create and reload (after startup)
-  std::unique_ptr<DmWorker> messageWorker_; ///< dm path and group messages
+  std::map<std::string, std::string> mapOfDevice_; ///< device -> alias, rebuilt with maps_
+  std::string diskSweepCursor_;                    ///< pollSessions(): the last disk its sweep read
+  std::unique_ptr<DmWorker> tableWorker_;          ///< dm reads, create and reload (after startup)
+  std::unique_ptr<DmWorker> messageWorker_;        ///< dm path and group messages
   bool reconcileRunning_ = false;
   bool reconcileAgain_ = false;
 

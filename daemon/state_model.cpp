@@ -87,7 +87,8 @@ std::string snapshotToJson(const StateSnapshot &snapshot, std::optional<bool> re
   return json.dump(2) + "\n";
 }
 
-void holdLatencyJitter(StateSnapshot &next, const StateSnapshot &published) {
+bool holdLatencyJitter(StateSnapshot &next, const StateSnapshot &published, bool holdEveryMove) {
+  bool moved = false;
   // Both are sorted by device: one merge walk.
   auto old = published.paths.begin();
   for (auto &path : next.paths) {
@@ -103,10 +104,13 @@ void holdLatencyJitter(StateSnapshot &next, const StateSnapshot &published) {
     const std::int64_t was = old->latencyUs;
     const std::int64_t now = path.latencyUs;
     const bool small = std::abs(now - was) < 1000 || (3 * now >= 2 * was && 2 * now <= 3 * was);
-    if (small) {
+    if (holdEveryMove || small) {
       path.latencyUs = was;
+    } else {
+      moved = true;
     }
   }
+  return moved;
 }
 
 } // namespace pathkeeper::daemon

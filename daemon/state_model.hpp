@@ -128,10 +128,13 @@ struct StateSnapshot {
 
 /// @brief Keeps @p published's check latency in @p next for every path whose
 /// new latency is within a third of the published one (or less than 1 ms
-/// away): a TUR's latency wobbles at every check, and publishing each wobble
-/// would rewrite the state file and send PropertiesChanged for every path
-/// every few seconds. Appearing, disappearing (-1) and real moves go out.
-void holdLatencyJitter(StateSnapshot &next, const StateSnapshot &published);
+/// away), and for every path when @p holdEveryMove: a TUR's latency wobbles
+/// at every check, and publishing each wobble would rewrite the state file
+/// and send PropertiesChanged for every path every few seconds. A first
+/// latency and a vanished one (-1) always go out.
+/// @return whether some path's published latency moves (the caller then
+/// holds every move for a while).
+bool holdLatencyJitter(StateSnapshot &next, const StateSnapshot &published, bool holdEveryMove);
 
 /// @brief The snapshot as JSON (schema 1), the one rendering behind both
 /// `pathkeeperctl status --json` and pathkeeperd's state file; @p ready is
