@@ -171,3 +171,57 @@ bench_scale_iscsi() {
     lab_save bench-pathkeeperd.log "$PD_LOG"
     grep RESULT "$BENCH_OUT"
 }
+
+# bench_si_profile DAEMON SECS: where pathkeeperd's CPU goes at this scale.
+# It starts (--no-udev-sync, from no maps) under perf (cpu-clock samples
+# with DWARF call graphs) for SECS seconds, then reports each thread's CPU
+# time. Saved: perf.data, the guest's kallsyms (for `perf report --kallsyms`
+# on the host, which has the same binaries), the log and the thread table.
+# Not a benchmark figure: perf's sampling slows the process under TCG.
+bench_si_profile() {
+    local daemon=$1 secs=${2:-45} pid='' i t st f
+    command -v perf >/dev/null || { lab_log "profile: no perf on this machine (apt-get install linux-perf)"; return 1; }
+    bench_pkd_conf
+    bench_si_remove_maps || true
+    cat /proc/kallsyms >"$LAB_RUN/kallsyms"
+    printf '\n===== pathkeeperd start %s (perf)\n' "$(date +%T)" >>"$PD_LOG"
+    perf record -q -F 97 --call-graph dwarf,8192 -o "$LAB_RUN/perf.data" -- \
+        "$daemon" --config "$PD_CONF" --config-dir /nonexistent --state-file "$PD_STATE" \
+        --log-target stderr --log-level info --no-udev-sync >>"$PD_LOG" 2>&1 &
+    local perf_pid=$!
+    for ((i = 0; i < 100; i++)); do
+        pid=$(pgrep -P "$perf_pid" -x pathkeeperd || true)
+        [[ -z $pid ]] || break
+        sleep 0.1
+    done
+    [[ -n $pid ]] || { lab_log "profile: pathkeeperd did not start under perf"; return 1; }
+    lab_log "profile: pathkeeperd pid $pid under perf for $secs s"
+    local t0=$SECONDS next=$((SECONDS + 5))
+    while ((SECONDS - t0 < secs)); do
+        ((SECONDS < next)) || { lab_log "profile: $(bench_si_dm) (maps active paths)"; next=$((SECONDS + 5)); }
+        sleep 0.5
+    done
+    if ! kill -0 "$pid" 2>/dev/null; then
+        lab_log "profile: pathkeeperd exited: $(tail -n 5 "$PD_LOG")"
+        lab_save bench-pathkeeperd.log "$PD_LOG"
+        return 1
+    fi
+    {
+        echo "thread tid utime_ms stime_ms"
+        for t in /proc/$pid/task/*; do
+            st=$(<"$t/stat")
+            read -ra f <<<"${st##*) }"
+            echo "$(<"$t/comm") ${t##*/} $((f[11] * 1000 / $(getconf CLK_TCK))) $((f[12] * 1000 / $(getconf CLK_TCK)))"
+        done
+    } >"$LAB_RUN/threads.txt"
+    cat "$LAB_RUN/threads.txt"
+    cat "/proc/$pid/smaps" >"$LAB_RUN/smaps" 2>/dev/null || true
+    grep -E '^(Rss|Pss|Anonymous|Private_Dirty):' "/proc/$pid/smaps_rollup" || true
+    kill -TERM "$pid"
+    wait "$perf_pid" || true
+    lab_save threads.txt "$LAB_RUN/threads.txt"
+    lab_save smaps "$LAB_RUN/smaps"
+    lab_save kallsyms "$LAB_RUN/kallsyms"
+    lab_save perf.data "$LAB_RUN/perf.data"
+    lab_save bench-pathkeeperd.log "$PD_LOG"
+}

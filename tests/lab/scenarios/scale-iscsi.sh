@@ -133,6 +133,10 @@ scenario_run() {
             bench_scale_iscsi "$(si_arg daemon "" "$@")" "$(si_arg runs 3 "$@")" \
                 "$(si_arg udev 1 "$@")" "$(si_arg budget 0 "$@")" "$(si_arg until 0 "$@")"
             ;;
+        profile)
+            source "$LAB_DIR/guest/bench_scale_iscsi.sh"
+            bench_si_profile "$(si_arg daemon "" "$@")" "$(si_arg secs 45 "$@")"
+            ;;
         esac
     done
 }
