@@ -981,15 +981,10 @@ std::optional<unsigned> kernelGroup(DeviceMapper &dm, const std::string &map) {
     return std::nullopt;
   }
   auto status = selector::parseDmStatus(lines->front().params, false);
-  if (!status) {
+  if (!status || status->groupInUse() == 0) {
     return std::nullopt;
   }
-  for (std::size_t g = 0; g < status->groups.size(); ++g) {
-    if (status->groups[g].state == selector::DmGroupState::Active) {
-      return static_cast<unsigned>(g + 1);
-    }
-  }
-  return status->nextGroup != 0 ? std::optional<unsigned>(status->nextGroup) : std::nullopt;
+  return status->groupInUse();
 }
 
 } // namespace
@@ -1326,11 +1321,9 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
     }
     if (map.status) {
       state.queueing = map.status->queueIo;
-      for (std::size_t g = 0; g < map.status->groups.size(); ++g) {
-        if (map.status->groups[g].state == selector::DmGroupState::Active) {
-          state.activeGroup = static_cast<unsigned>(g + 1);
-        }
-      }
+      // As kernelGroup() sees it: an idle map, or one just switched, has
+      // no group marked active yet, only the one it will use.
+      state.activeGroup = map.status->groupInUse();
     }
     if (wanted != desired.end()) {
       state.desired = *wanted;

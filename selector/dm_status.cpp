@@ -59,6 +59,15 @@ unsigned DmStatus::activePaths() const {
   return count;
 }
 
+unsigned DmStatus::groupInUse() const {
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].state == DmGroupState::Active) {
+      return static_cast<unsigned>(g + 1);
+    }
+  }
+  return nextGroup <= groups.size() ? nextGroup : 0U;
+}
+
 std::optional<std::pair<std::size_t, const DmStatusPath *>>
 DmStatus::findPath(std::string_view device) const {
   for (std::size_t g = 0; g < groups.size(); ++g) {

@@ -61,6 +61,11 @@ struct DmStatus {
 
   /// @brief The number of paths marked 'A'.
   [[nodiscard]] unsigned activePaths() const;
+  /// @brief The 1-based group the kernel uses: the one marked 'A', else the
+  /// one it will use next (after switch_group the kernel drops its current
+  /// group until the next I/O and reports the chosen one only as next); 0
+  /// for a map without groups.
+  [[nodiscard]] unsigned groupInUse() const;
   /// @brief Finds a path by device ("8:16"), with its 0-based group index.
   [[nodiscard]] std::optional<std::pair<std::size_t, const DmStatusPath *>>
   findPath(std::string_view device) const;

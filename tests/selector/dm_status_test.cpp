@@ -53,6 +53,22 @@ TEST(ParseDmStatus, ReadsFailedPathsGroupStatesAndQueueing) {
   EXPECT_FALSE(status->findPath("8:0"));
 }
 
+TEST(DmStatusGroupInUse, IsTheActiveGroupElseTheNextOne) {
+  // Group 2 active.
+  EXPECT_EQ(
+      parseDmStatus("0 8 multipath 2 0 0 0 2 2 E 0 1 0 8:16 A 0 A 0 1 0 8:48 A 0")->groupInUse(),
+      2U);
+  // After switch_group 2 and before any I/O: no group active, 2 is next.
+  EXPECT_EQ(
+      parseDmStatus("0 8 multipath 2 0 0 0 2 2 E 0 1 0 8:16 A 0 E 0 1 0 8:48 A 0")->groupInUse(),
+      2U);
+  // A fresh idle map: the kernel reports group 1 as next.
+  EXPECT_EQ(
+      parseDmStatus("0 8 multipath 2 0 0 0 2 1 E 0 1 0 8:16 A 0 E 0 1 0 8:48 A 0")->groupInUse(),
+      1U);
+  EXPECT_EQ(parseDmStatus("0 10 multipath 2 1 0 0 0 0")->groupInUse(), 0U);
+}
+
 TEST(ParseDmStatus, ReadsAMapWithoutGroups) {
   auto status = parseDmStatus("0 10 multipath 2 1 0 0 0 0");
   ASSERT_TRUE(status) << status.error();
