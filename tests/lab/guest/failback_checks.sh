@@ -343,9 +343,26 @@ fb_proactive() {
         fi
     done
     lab_check "the daemon logged the probe failure" fb_logged_after "$n" "SendTargets $portal:3260 from $nic failed"
+    if [[ $on == true ]]; then
+        # One failed probe fails nothing: the daemon confirms it at once.
+        lab_log "daemon: $(fb_log_after "$n" "failed probe(s) in a row")"
+        lab_check "a first failed probe was confirmed by a second before any path failed" \
+            fb_confirmed_before_fail "$n" "$portal" "$nic" "${paths[0]}"
+    fi
     fault_portal_restore "$portal"
     lab_wait 120 "4 sessions LOGGED_IN" ini_sessions_are 4 LOGGED_IN
     lab_wait 60 "every path through $portal active in dm again" fb_in_dm_is A "${paths[@]}"
+}
+
+# fb_confirmed_before_fail N PORTAL NIC SD: after line N, the "probing again"
+# line for PORTAL from NIC comes before SD's first failure, which names two
+# failed probes in a row.
+fb_confirmed_before_fail() {
+    local again fail
+    again=$(fb_lineno_after "$1" "SendTargets $2:3260 from $3: 1 of 2 failed probe(s) in a row")
+    fail=$(fb_lineno_after "$1" "path $4 fail: ")
+    [[ -n $again && -n $fail ]] && ((again < fail)) &&
+        [[ $(fb_log_after "$1" "path $4 fail: ") == *"failed 2 times in a row"* ]]
 }
 
 fb_all_logged_fail() {
@@ -354,13 +371,12 @@ fb_all_logged_fail() {
 }
 
 # fb_run DAEMON CTL [PROACTIVE]: steps 1-4 always; 5-6 (proactive failover)
-# only with PROACTIVE=1 (alua arg proactive=1). They are not part of the
-# ctest run: on a loaded TCG host one probe that timed out (1 s) before the
-# fault made the daemon fail every healthy path through that portal, since
-# proactive failover acts on a single failed probe (issue #5's note); the
-# step's check then missed the failures, which came before the fault.
+# unless PROACTIVE=0 (alua arg proactive=0). Proactive failover acts after
+# two failed probes in a row (the second one at once): before that, one
+# probe that timed out on a loaded TCG host failed every healthy path
+# through its portal, and these steps were left out of ctest.
 fb_run() {
-    local daemon=$1 ctl=$2 proactive=${3:-0}
+    local daemon=$1 ctl=$2 proactive=${3:-1}
     lab_check "failback needs daemon= and ctl=" test -n "$daemon" -a -n "$ctl"
     fb_setup "$daemon"
     fb_immediate

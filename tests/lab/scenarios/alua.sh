@@ -6,9 +6,9 @@
 #
 # args: plan     pathkeeperctl plan --json vs multipath -v3 -d (needs ctl=)
 #       failback pathkeeperd's failback policies (immediate, manual, deferred,
-#                followover) on LUN 0's map (needs daemon= and ctl=); with
-#                proactive=1 also proactive failover on a blackholed portal
-#                (not in ctest: see fb_run)
+#                followover) on LUN 0's map (needs daemon= and ctl=), then
+#                proactive failover on a blackholed portal (proactive=0
+#                leaves it out)
 #       ctl=PATH pathkeeperctl; daemon=PATH pathkeeperd
 
 AL_SWITCH=mds-gw
