@@ -548,11 +548,16 @@ TEST(HealthScheduling, NextDeadlineIsTheEarliestCheckOrRelease) {
   EXPECT_EQ(tracker.nextDeadline(), t0 + 16s);
 }
 
-TEST(HealthProactiveFailover, FailedProbeFailsOnlyThePathsUsingThatNicAndPortal) {
+/// Settings with proactive failover on, acting after @p probes failed probes.
+HealthSettings proactive(unsigned probes) {
   HealthSettings settings;
   settings.proactiveFailover = true;
-  settings.proactiveFailoverProbes = 1;
-  HealthTracker tracker(settings);
+  settings.proactiveFailoverProbes = probes;
+  return settings;
+}
+
+TEST(HealthProactiveFailover, FailedProbeFailsOnlyThePathsUsingThatNicAndPortal) {
+  HealthTracker tracker(proactive(1));
   addUp(tracker, "sdb", t0, loggedIn(1, "eth1", "10.10.1.20"));
   addUp(tracker, "sdc", t0, loggedIn(2, "eth2", "10.10.1.20"));
   addUp(tracker, "sdd", t0, loggedIn(3, "eth1", "10.10.1.21"));
@@ -574,10 +579,7 @@ TEST(HealthProactiveFailover, FailedProbeFailsOnlyThePathsUsingThatNicAndPortal)
 }
 
 TEST(HealthProactiveFailover, PassingTurDoesNotReinstateWhileTheProbeFails) {
-  HealthSettings settings;
-  settings.proactiveFailover = true;
-  settings.proactiveFailoverProbes = 1;
-  HealthTracker tracker(settings);
+  HealthTracker tracker(proactive(1));
   addUp(tracker, "sdb", t0);
   tracker.probeResult("eth1", Portal{"10.10.1.20", 3260, 1}, false, "no route", t0 + 1s);
   EXPECT_THAT(tracker.checkCompleted("sdb", passed(), t0 + 2s), IsEmpty());
@@ -594,10 +596,7 @@ TEST(HealthProactiveFailover, ProbeResultsAreIgnoredWhenDisabled) {
 }
 
 TEST(HealthProactiveFailover, UpdatedRouteDecidesWhichProbeApplies) {
-  HealthSettings settings;
-  settings.proactiveFailover = true;
-  settings.proactiveFailoverProbes = 1;
-  HealthTracker tracker(settings);
+  HealthTracker tracker(proactive(1));
   addUp(tracker, "sdb", t0);
   tracker.setRoute("sdb", PathRoute{"eth2", Portal{"10.10.1.20", 3260, 1}});
   EXPECT_THAT(tracker.probeResult("eth1", Portal{"10.10.1.20", 3260, 1}, false, "x", t0 + 1s),
@@ -609,7 +608,7 @@ TEST(HealthProactiveFailover, UpdatedRouteDecidesWhichProbeApplies) {
 
 TEST(HealthProactiveFailover, OneFailedProbeFailsNothingByDefault) {
   HealthSettings settings;
-  settings.proactiveFailover = true;
+  settings.proactiveFailover = true; // the default count
   ASSERT_EQ(settings.proactiveFailoverProbes, 2U);
   HealthTracker tracker(settings);
   addUp(tracker, "sdb", t0, loggedIn(1, "eth1", "10.10.1.20"));
@@ -629,10 +628,7 @@ TEST(HealthProactiveFailover, OneFailedProbeFailsNothingByDefault) {
 }
 
 TEST(HealthProactiveFailover, APassBetweenFailuresStartsTheCountAgain) {
-  HealthSettings settings;
-  settings.proactiveFailover = true;
-  settings.proactiveFailoverProbes = 2;
-  HealthTracker tracker(settings);
+  HealthTracker tracker(proactive(2));
   addUp(tracker, "sdb", t0, loggedIn(1, "eth1", "10.10.1.20"));
   const Portal portal{"10.10.1.20", 3260, 1};
   EXPECT_THAT(tracker.probeResult("eth1", portal, false, "x", t0 + 1s), IsEmpty());
@@ -643,9 +639,7 @@ TEST(HealthProactiveFailover, APassBetweenFailuresStartsTheCountAgain) {
 }
 
 TEST(HealthProactiveFailover, FailuresAreCountedPerPair) {
-  HealthSettings settings;
-  settings.proactiveFailover = true;
-  HealthTracker tracker(settings);
+  HealthTracker tracker(proactive(2));
   addUp(tracker, "sdb", t0, loggedIn(1, "eth1", "10.10.1.20"));
   addUp(tracker, "sdc", t0, loggedIn(2, "eth2", "10.10.1.20"));
   EXPECT_THAT(tracker.probeResult("eth1", Portal{"10.10.1.20", 3260, 1}, false, "x", t0 + 1s),
