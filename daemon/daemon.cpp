@@ -675,9 +675,8 @@ Expected<void> Daemon::reloadConfig() {
   adaptive_.setSettings(config_.adaptive);
   log::notice("configuration reloaded");
   if (probesChanged && probeTimer_.active()) {
-    // New portals, NICs or interval: probe now and keep the new rhythm
-    // (startProbes re-arms the timer only while probing is periodic).
-    EventLoop::rearm(probeTimer_, Clock::now() + std::chrono::hours(24));
+    // New portals, NICs or interval: probe now and keep the new rhythm.
+    // startProbes() re-arms the timer while probing is periodic; "0s" stops it.
     if (config_.discovery.probeInterval.count() == 0) {
       EventLoop::disable(probeTimer_);
     }
@@ -981,10 +980,8 @@ std::optional<unsigned> kernelGroup(DeviceMapper &dm, const std::string &map) {
     return std::nullopt;
   }
   auto status = selector::parseDmStatus(lines->front().params, false);
-  if (!status || status->groupInUse() == 0) {
-    return std::nullopt;
-  }
-  return status->groupInUse();
+  const unsigned group = status ? status->groupInUse() : 0U;
+  return group != 0 ? std::optional<unsigned>(group) : std::nullopt;
 }
 
 } // namespace
