@@ -188,6 +188,7 @@ void Daemon::start() {
 
   TurChecker::Options checkerOptions;
   checkerOptions.workers = 4;
+  checkerOptions.runner = options_.turRunner;
   checker_ = std::make_unique<TurChecker>(checkerOptions);
   checkerSource_ = loop_.addIo(checker_->fd(), EPOLLIN, [this](unsigned) { onCheckerResults(); });
 

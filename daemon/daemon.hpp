@@ -62,6 +62,9 @@ struct DaemonOptions {
   /// waits for, and there are few of them, so this costs little at scale.
   std::chrono::milliseconds recoveringPoll{100};
   std::chrono::milliseconds debounce{150};
+  /// What sends TEST UNIT READY; the unit tests pass a fake, since the real
+  /// one needs SCSI devices.
+  TurRunner turRunner = runTestUnitReady;
 };
 
 /// @brief The daemon. Construct, start(), then run the loop.

@@ -134,6 +134,13 @@ int EventLoop::run() {
   return rc;
 }
 
+void EventLoop::runOnce(std::chrono::milliseconds timeout) {
+  check(sd_event_run(event_,
+                     static_cast<std::uint64_t>(
+                         std::chrono::duration_cast<std::chrono::microseconds>(timeout).count())),
+        "sd_event_run");
+}
+
 void EventLoop::exit(int code) {
   sd_event_exit(event_, code);
 }

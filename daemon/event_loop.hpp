@@ -62,6 +62,9 @@ public:
   void enableWatchdog();
   /// @brief Runs until exit() is called; returns the exit code.
   int run();
+  /// @brief Dispatches what is due, waiting at most @p timeout for it: one
+  /// iteration of run(), for tests that drive the loop step by step.
+  void runOnce(std::chrono::milliseconds timeout);
   void exit(int code);
 
   [[nodiscard]] sd_event *get() const { return event_; }

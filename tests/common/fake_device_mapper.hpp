@@ -1,0 +1,297 @@
+#pragma once
+
+// A fake kernel device-mapper for the daemon's unit tests: it keeps the maps
+// and the runtime state dm-mpath keeps (path states, the next group,
+// queue_if_no_path), records every call, and fails the calls it is told to,
+// the way the kernel would. Not thread-safe: a test that drives it through
+// the daemon's workers wraps it (see daemon_loop_test.cpp).
+
+#include "dm_adapter.hpp"
+#include "dm_table.hpp"
+#include "text.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace pathkeeper::daemon::fakes {
+
+using selector::DevT;
+
+/// One map in the fake kernel, with the runtime state dm-mpath keeps.
+struct FakeMap {
+  std::string uuid;
+  DevT devt;
+  std::string targetType = "multipath";
+  std::uint64_t length = 0;
+  std::string params; ///< the live table as loaded
+  std::optional<std::pair<std::uint64_t, std::string>> inactive;
+  bool suspended = false;
+  std::uint32_t eventNr = 0;
+  std::map<std::string, bool> pathActive;
+  unsigned nextGroup = 1;
+  bool queueIfNoPath = false;
+  std::string attachedHandler; ///< what scsi_dh attached, echoed by the kernel
+};
+
+/// Records every call and fails the ones it is told to, the way the kernel
+/// would: a failed table swap on resume drops the new table and leaves the
+/// map suspended; a failed suspend may leave it suspended.
+class FakeDeviceMapper final : public DeviceMapper {
+public:
+  std::map<std::string, FakeMap> maps;
+  std::vector<std::string> calls;
+  std::map<std::string, int> failures; ///< operation -> how many of its next calls fail
+  /// calls.size() at each beginUdevBatch() / endUdevBatch()
+  std::vector<std::size_t> batchBegins;
+  std::vector<std::size_t> batchEnds;
+
+  void beginUdevBatch() override { batchBegins.push_back(calls.size()); }
+  void endUdevBatch() override { batchEnds.push_back(calls.size()); }
+
+  std::vector<std::string> modifyingCalls() const {
+    static const std::set<std::string> readers{"list", "info", "table", "status"};
+    std::vector<std::string> out;
+    for (const auto &call : calls) {
+      if (!readers.contains(call.substr(0, call.find(' ')))) {
+        out.push_back(call);
+      }
+    }
+    return out;
+  }
+
+  /// Adds a map as if someone had created it earlier.
+  void seed(const std::string &name, const std::string &uuid, const std::string &tableLine) {
+    auto words = selector::splitWords(tableLine);
+    FakeMap map;
+    map.uuid = uuid;
+    map.devt = {253, static_cast<std::uint32_t>(maps.size())};
+    map.length = std::stoull(words.at(1));
+    map.targetType = words.at(2);
+    map.params = join(words, 3);
+    if (map.targetType == "multipath") {
+      adoptTable(map);
+    }
+    maps[name] = std::move(map);
+  }
+
+  std::vector<DmMapInfo> list() override {
+    calls.emplace_back("list");
+    std::vector<DmMapInfo> out;
+    for (const auto &[name, map] : maps) {
+      if (map.targetType == "multipath") {
+        out.push_back(infoOf(name, map));
+      }
+    }
+    return out;
+  }
+  std::optional<DmMapInfo> info(const std::string &name) override {
+    calls.push_back("info " + name);
+    auto it = maps.find(name);
+    if (it == maps.end()) {
+      return std::nullopt;
+    }
+    return infoOf(name, it->second);
+  }
+  std::optional<std::vector<DmTargetLine>> table(const std::string &name) override {
+    calls.push_back("table " + name);
+    auto it = maps.find(name);
+    if (it == maps.end()) {
+      return std::nullopt;
+    }
+    return std::vector<DmTargetLine>{
+        {0, it->second.length, it->second.targetType, echo(it->second)}};
+  }
+  std::optional<std::vector<DmTargetLine>> status(const std::string &name) override {
+    calls.push_back("status " + name);
+    auto it = maps.find(name);
+    if (it == maps.end()) {
+      return std::nullopt;
+    }
+    return std::vector<DmTargetLine>{
+        {0, it->second.length, it->second.targetType, statusLine(it->second)}};
+  }
+  void create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
+              const std::string &params) override {
+    step("create", name);
+    if (maps.contains(name)) {
+      throw std::system_error(EEXIST, std::generic_category(), "create " + name);
+    }
+    FakeMap map;
+    map.uuid = uuid;
+    map.devt = {253, static_cast<std::uint32_t>(maps.size())};
+    map.length = sizeSectors;
+    map.params = params;
+    adoptTable(map);
+    maps[name] = std::move(map);
+  }
+  void load(const std::string &name, std::uint64_t sizeSectors,
+            const std::string &params) override {
+    step("load", name);
+    mapOf(name).inactive = {sizeSectors, params};
+  }
+  void clearInactive(const std::string &name) override {
+    step("clear", name);
+    mapOf(name).inactive.reset();
+  }
+  void suspend(const std::string &name) override {
+    auto &map = mapOf(name);
+    calls.push_back("suspend " + name);
+    if (consumeFailure("suspend")) {
+      map.suspended = true; // interrupted half-way: the worst case
+      throw std::system_error(EINTR, std::generic_category(), "suspend " + name);
+    }
+    map.suspended = true;
+  }
+  void resume(const std::string &name) override {
+    auto &map = mapOf(name);
+    calls.push_back("resume " + name);
+    if (consumeFailure("resume")) {
+      if (map.inactive) {
+        // dm-ioctl's do_resume: suspend, the swap fails, the new table is
+        // destroyed and the map stays suspended on the old one.
+        map.inactive.reset();
+        map.suspended = true;
+      }
+      throw std::system_error(EINVAL, std::generic_category(), "resume " + name);
+    }
+    if (map.inactive) {
+      map.length = map.inactive->first;
+      map.params = map.inactive->second;
+      map.inactive.reset();
+      adoptTable(map);
+      ++map.eventNr;
+    }
+    map.suspended = false;
+  }
+  void remove(const std::string &name, bool deferred) override {
+    step(deferred ? "remove-deferred" : "remove", name);
+    maps.erase(name);
+  }
+  void message(const std::string &name, const std::string &text) override {
+    step("message", name + " " + text);
+    auto &map = mapOf(name);
+    auto words = selector::splitWords(text);
+    if (words.size() == 2 && (words[0] == "fail_path" || words[0] == "reinstate_path")) {
+      auto path = map.pathActive.find(words[1]);
+      if (path == map.pathActive.end()) {
+        throw std::system_error(EINVAL, std::generic_category(), "no path " + words[1]);
+      }
+      path->second = words[0] == "reinstate_path";
+      ++map.eventNr;
+    } else if (words.size() == 2 && words[0] == "switch_group") {
+      map.nextGroup = static_cast<unsigned>(std::stoul(words[1]));
+    } else if (text == "queue_if_no_path" || text == "fail_if_no_path") {
+      map.queueIfNoPath = text == "queue_if_no_path";
+    } else {
+      throw std::system_error(EINVAL, std::generic_category(), "unknown message " + text);
+    }
+  }
+
+private:
+  static std::string join(const std::vector<std::string> &words, std::size_t from) {
+    std::string out;
+    for (std::size_t i = from; i < words.size(); ++i) {
+      out += (out.empty() ? "" : " ") + words[i];
+    }
+    return out;
+  }
+
+  FakeMap &mapOf(const std::string &name) {
+    auto it = maps.find(name);
+    if (it == maps.end()) {
+      throw std::system_error(ENXIO, std::generic_category(), "no map " + name);
+    }
+    return it->second;
+  }
+
+  bool consumeFailure(const std::string &op) {
+    auto it = failures.find(op);
+    if (it == failures.end() || it->second == 0) {
+      return false;
+    }
+    --it->second;
+    return true;
+  }
+
+  void step(const std::string &op, const std::string &what) {
+    calls.push_back(op + " " + what);
+    if (consumeFailure(op)) {
+      throw std::system_error(EIO, std::generic_category(), op + " " + what);
+    }
+  }
+
+  /// A new table: every path active, the initial group, its features.
+  static void adoptTable(FakeMap &map) {
+    auto table = selector::parseDmTable(map.params, false);
+    if (!table) {
+      throw std::system_error(EINVAL, std::generic_category(), table.error());
+    }
+    map.pathActive.clear();
+    for (const auto &group : table->groups) {
+      for (const auto &path : group.paths) {
+        map.pathActive[path.device] = true;
+      }
+    }
+    map.nextGroup = table->initialGroup;
+    map.queueIfNoPath = table->features.queueIfNoPath;
+  }
+
+  /// The table as the kernel prints it back: queue_if_no_path as it is
+  /// now, the attached handler when the table named none.
+  static std::string echo(const FakeMap &map) {
+    if (map.targetType != "multipath") {
+      return map.params;
+    }
+    auto table = selector::parseDmTable(map.params, false);
+    auto &args = table->featureArgs;
+    std::erase(args, "queue_if_no_path");
+    if (map.queueIfNoPath) {
+      args.insert(args.begin(), "queue_if_no_path");
+    }
+    if (table->hwHandler.empty() && !map.attachedHandler.empty()) {
+      table->hwHandler = map.attachedHandler;
+    }
+    table->initialGroup = map.nextGroup;
+    table->length = map.length;
+    return join(selector::splitWords(selector::renderDmTable(*table)), 3);
+  }
+
+  static std::string statusLine(const FakeMap &map) {
+    if (map.targetType != "multipath") {
+      return "";
+    }
+    auto table = selector::parseDmTable(map.params, false);
+    std::string out =
+        "2 0 0 0 " + std::to_string(table->groups.size()) + " " + std::to_string(map.nextGroup);
+    for (std::size_t g = 0; g < table->groups.size(); ++g) {
+      out += g + 1 == map.nextGroup ? " A 0 " : " E 0 ";
+      out += std::to_string(table->groups[g].paths.size()) + " 0";
+      for (const auto &path : table->groups[g].paths) {
+        out += " " + path.device + (map.pathActive.at(path.device) ? " A 0" : " F 1");
+      }
+    }
+    return out;
+  }
+
+  static DmMapInfo infoOf(const std::string &name, const FakeMap &map) {
+    DmMapInfo info;
+    info.name = name;
+    info.uuid = map.uuid;
+    info.devt = map.devt;
+    info.suspended = map.suspended;
+    info.liveTable = true;
+    info.inactiveTable = map.inactive.has_value();
+    info.eventNr = map.eventNr;
+    info.targetType = map.targetType;
+    return info;
+  }
+};
+
+} // namespace pathkeeper::daemon::fakes

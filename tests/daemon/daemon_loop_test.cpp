@@ -1,0 +1,435 @@
+// The whole Daemon on its real event loop, against a captured sysfs tree
+// (tests/data/sysfs/xserve, copied so that a test can change its state
+// files), a fake device-mapper and a fake TEST UNIT READY. Everything else
+// is the daemon's own: its workers, timers, session poll, health engine,
+// reconciler and publication. These tests catch what the component tests
+// cannot: startup order, the loop's wiring, and the behaviour that lives in
+// Daemon itself. The kernel side (real dm-multipath, real iSCSI) is the VM
+// tests' job (tests/lab).
+//
+// No test asserts a duration: runUntil() waits for a condition, and its
+// limit only keeps a broken daemon from hanging the suite.
+
+#include "daemon.hpp"
+
+#include "fake_device_mapper.hpp"
+#include "text.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace pathkeeper::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+using fakes::FakeDeviceMapper;
+using namespace std::chrono_literals;
+
+/// The fake kernel behind a lock: the daemon calls it from its dm workers,
+/// the test reads it from the loop thread.
+class LockedDeviceMapper final : public DeviceMapper {
+  template <typename F> auto locked(F f) {
+    std::lock_guard lock(mutex_);
+    return f();
+  }
+
+public:
+  /// Runs @p f on the fake with the lock held.
+  template <typename F> auto with(F f) {
+    std::lock_guard lock(mutex_);
+    return f(fake_);
+  }
+
+  std::vector<DmMapInfo> list() override {
+    return locked([&] { return fake_.list(); });
+  }
+  std::optional<DmMapInfo> info(const std::string &name) override {
+    return locked([&] { return fake_.info(name); });
+  }
+  std::optional<std::vector<DmTargetLine>> table(const std::string &name) override {
+    return locked([&] { return fake_.table(name); });
+  }
+  std::optional<std::vector<DmTargetLine>> status(const std::string &name) override {
+    return locked([&] { return fake_.status(name); });
+  }
+  void create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
+              const std::string &params) override {
+    locked([&] { fake_.create(name, uuid, sizeSectors, params); });
+  }
+  void load(const std::string &name, std::uint64_t sizeSectors,
+            const std::string &params) override {
+    locked([&] { fake_.load(name, sizeSectors, params); });
+  }
+  void clearInactive(const std::string &name) override {
+    locked([&] { fake_.clearInactive(name); });
+  }
+  void suspend(const std::string &name) override {
+    locked([&] { fake_.suspend(name); });
+  }
+  void resume(const std::string &name) override {
+    locked([&] { fake_.resume(name); });
+  }
+  void remove(const std::string &name, bool deferred) override {
+    locked([&] { fake_.remove(name, deferred); });
+  }
+  void message(const std::string &name, const std::string &text) override {
+    locked([&] { fake_.message(name, text); });
+  }
+
+private:
+  std::mutex mutex_;
+  FakeDeviceMapper fake_;
+};
+
+/// TEST UNIT READY as the test says: GOOD, or DID_NO_CONNECT for the
+/// devices marked down. Called from the checker's worker threads.
+class FakeTur {
+public:
+  void setDown(const std::string &device, bool down) {
+    std::lock_guard lock(mutex_);
+    if (down) {
+      down_.insert(device);
+    } else {
+      down_.erase(device);
+    }
+  }
+  /// How many checks have run, on every device.
+  unsigned checks() {
+    std::lock_guard lock(mutex_);
+    return checks_;
+  }
+
+  TurRunner runner() {
+    return [this](const std::string &devnode, std::chrono::milliseconds) {
+      std::lock_guard lock(mutex_);
+      ++checks_;
+      SgIoOutcome outcome;
+      if (down_.contains(fs::path(devnode).filename().string())) {
+        outcome.hostStatus = 0x01; // DID_NO_CONNECT
+      }
+      return outcome;
+    };
+  }
+
+private:
+  std::mutex mutex_;
+  std::set<std::string> down_;
+  unsigned checks_ = 0;
+};
+
+std::string joined(const std::vector<std::string> &calls) {
+  std::string out;
+  for (const auto &call : calls) {
+    out += (out.empty() ? "" : "; ") + call;
+  }
+  return out;
+}
+
+std::string readFile(const fs::path &file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void writeFile(const fs::path &file, const std::string &text) {
+  std::ofstream out(file, std::ios::trunc);
+  out << text;
+  ASSERT_TRUE(out.good()) << file;
+}
+
+// The xserve lab's controllers (tests/data/config/xserve.conf) with fast
+// checks, so that the tests' waits are short.
+const std::string kConfig =
+    readFile(fs::path(PATHKEEPER_SOURCE_DIR) / "tests/data/config/xserve.conf") +
+    R"(
+[defaults]
+selector = "round-robin"
+
+[health]
+checker_interval = "1s"
+failed_checker_interval = "1s"
+)";
+
+// sda and sdb are the upper controller's LU (sessions 1 and 2); sdc and sdd
+// the lower one's (sessions 3 and 4). Devices 8:0, 8:16, 8:32 and 8:48.
+constexpr const char *kUpper = "xserve-upper";
+constexpr const char *kLower = "xserve-lower";
+
+class DaemonLoopTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/pk-daemon-loop-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    root_ = pattern;
+    fs::copy(fs::path(PATHKEEPER_SOURCE_DIR) / "tests/data/sysfs/xserve", root_ / "sys",
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    fs::create_directories(root_ / "dev");
+    fs::create_directories(root_ / "conf.d");
+    writeFile(root_ / "pathkeeper.conf", kConfig);
+  }
+
+  void TearDown() override {
+    daemon_.reset();
+    loop_.reset();
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+
+  DaemonOptions options() {
+    DaemonOptions o;
+    o.configFile = root_ / "pathkeeper.conf";
+    o.configDir = root_ / "conf.d";
+    o.sysfsRoot = root_ / "sys";
+    o.devRoot = root_ / "dev";
+    o.stateFile = root_ / "run/state.json";
+    o.ownedWwidsFile = root_ / "lib/owned-wwids";
+    o.mode = selector::Mode::Owner;
+    o.sessionPoll = 100ms;
+    o.recoveringPoll = 20ms;
+    o.debounce = 20ms;
+    o.turRunner = tur_.runner();
+    return o;
+  }
+
+  /// A new loop and daemon (the previous ones are destroyed first, as a
+  /// restart would), started; @return whether start() succeeded.
+  void startDaemon() {
+    daemon_.reset();
+    loop_.reset();
+    loop_ = std::make_unique<EventLoop>();
+    daemon_ = std::make_unique<Daemon>(*loop_, options(), dm_);
+    published_.reset();
+    daemon_->onPublish([this](const StateSnapshot &snap) { published_ = snap; });
+    daemon_->start();
+  }
+
+  /// Runs the loop until @p done holds (checked after every dispatch, and
+  /// at least every 10 ms). @return false when @p limit passed first.
+  bool runUntil(const std::function<bool()> &done, std::chrono::seconds limit = 30s) {
+    const auto deadline = EventLoop::Clock::now() + limit;
+    while (!done()) {
+      if (EventLoop::Clock::now() >= deadline) {
+        return false;
+      }
+      loop_->runOnce(10ms);
+    }
+    return true;
+  }
+
+  bool ready() const {
+    return published_ && published_->maps.size() == 2 && published_->status.starts_with("2 maps");
+  }
+
+  /// Whether dm has @p device (e.g. "8:0") active in @p map.
+  bool activeInDm(const std::string &map, const std::string &device) {
+    return dm_.with([&](FakeDeviceMapper &fake) {
+      auto it = fake.maps.find(map);
+      return it != fake.maps.end() && it->second.pathActive.contains(device) &&
+             it->second.pathActive.at(device);
+    });
+  }
+
+  std::string publishedState(const std::string &device) const {
+    if (!published_) {
+      return "";
+    }
+    for (const auto &path : published_->paths) {
+      if (path.device == device) {
+        return path.state;
+      }
+    }
+    return "";
+  }
+
+  fs::path root_;
+  LockedDeviceMapper dm_;
+  FakeTur tur_;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<Daemon> daemon_;
+  std::optional<StateSnapshot> published_;
+};
+
+TEST_F(DaemonLoopTest, StartupCreatesOneMapPerControllerAndPublishes) {
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); })) << (published_ ? published_->status : "nothing");
+
+  dm_.with([](FakeDeviceMapper &fake) {
+    ASSERT_EQ(fake.maps.size(), 2U);
+    for (const auto &[alias, devices] : std::map<std::string, std::set<std::string>>{
+             {kUpper, {"8:0", "8:16"}}, {kLower, {"8:32", "8:48"}}}) {
+      ASSERT_TRUE(fake.maps.contains(alias)) << alias;
+      const auto &map = fake.maps.at(alias);
+      EXPECT_TRUE(map.uuid.starts_with("mpath-3")) << map.uuid;
+      EXPECT_FALSE(map.suspended);
+      std::set<std::string> paths;
+      for (const auto &[device, active] : map.pathActive) {
+        paths.insert(device);
+        EXPECT_TRUE(active) << alias << " " << device;
+      }
+      EXPECT_EQ(paths, devices) << alias;
+      EXPECT_NE(map.params.find("round-robin"), std::string::npos) << map.params;
+    }
+  });
+  EXPECT_EQ(published_->mode, "owner");
+  EXPECT_EQ(published_->paths.size(), 4U);
+  for (const auto &path : published_->paths) {
+    EXPECT_EQ(path.state, "up") << path.device;
+  }
+
+  // The state file says ready, and owned-wwids lists both LUs.
+  ASSERT_TRUE(runUntil([&] {
+    return readFile(root_ / "run/state.json").find("\"ready\": true") != std::string::npos ||
+           readFile(root_ / "run/state.json").find("\"ready\":true") != std::string::npos;
+  })) << readFile(root_ / "run/state.json");
+  const auto owned = selector::splitWords(readFile(root_ / "lib/owned-wwids"));
+  dm_.with([&](FakeDeviceMapper &fake) {
+    for (const auto &[alias, map] : fake.maps) {
+      EXPECT_NE(std::find(owned.begin(), owned.end(), map.uuid.substr(6)), owned.end())
+          << map.uuid << " not in owned-wwids";
+    }
+  });
+}
+
+TEST_F(DaemonLoopTest, RestartAdoptsMatchingMapsWithoutTouchingThem) {
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  const auto before = dm_.with([](FakeDeviceMapper &fake) {
+    fake.calls.clear();
+    std::map<std::string, std::uint32_t> events;
+    for (const auto &[alias, map] : fake.maps) {
+      events[alias] = map.eventNr;
+    }
+    return events;
+  });
+
+  startDaemon(); // a restart: a new daemon on the same kernel
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  dm_.with([&](FakeDeviceMapper &fake) {
+    EXPECT_TRUE(fake.modifyingCalls().empty()) << joined(fake.calls);
+    for (const auto &[alias, map] : fake.maps) {
+      EXPECT_EQ(map.eventNr, before.at(alias)) << alias;
+    }
+  });
+}
+
+TEST_F(DaemonLoopTest, MapLeftSuspendedIsResumedAtStartup) {
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  daemon_.reset(); // as if killed during a reload
+  dm_.with([](FakeDeviceMapper &fake) { fake.maps.at(kUpper).suspended = true; });
+
+  startDaemon();
+  dm_.with([](FakeDeviceMapper &fake) {
+    EXPECT_FALSE(fake.maps.at(kUpper).suspended);
+    EXPECT_NE(std::find(fake.calls.begin(), fake.calls.end(), std::string("resume ") + kUpper),
+              fake.calls.end());
+  });
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+}
+
+TEST_F(DaemonLoopTest, SessionRecoveryFailsThePathAndItsLoginReinstatesIt) {
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  ASSERT_TRUE(activeInDm(kUpper, "8:0"));
+
+  // Session 1 (sda) goes into recovery. The kernel sends no uevent for
+  // that, and this fake TUR keeps passing: only the session poll can see it.
+  const fs::path session = root_ / "sys/class/iscsi_session/session1/state";
+  const fs::path disk = root_ / "sys/block/sda/device/state";
+  writeFile(session, "FAILED\n");
+  writeFile(disk, "blocked\n");
+  ASSERT_TRUE(runUntil([&] { return !activeInDm(kUpper, "8:0"); }));
+  EXPECT_TRUE(activeInDm(kUpper, "8:16")) << "the other path is untouched";
+  ASSERT_TRUE(runUntil([&] { return publishedState("sda") == "down"; })) << publishedState("sda");
+
+  // While it is out, the failing TUR keeps it out ...
+  tur_.setDown("sda", true);
+  writeFile(session, "LOGGED_IN\n");
+  writeFile(disk, "running\n");
+  const unsigned checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 6; }));
+  EXPECT_FALSE(activeInDm(kUpper, "8:0"));
+
+  // ... and once the TUR passes again it is reinstated.
+  tur_.setDown("sda", false);
+  ASSERT_TRUE(runUntil([&] { return activeInDm(kUpper, "8:0"); }));
+  ASSERT_TRUE(runUntil([&] { return publishedState("sda") == "up"; })) << publishedState("sda");
+}
+
+TEST_F(DaemonLoopTest, SweepFindsADiskOfflinedInALoggedInSession) {
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+
+  // SCSI error handling offlined sdc while its session stays logged in and
+  // its TUR (in this fake) still passes: only the disk sweep can see it.
+  writeFile(root_ / "sys/block/sdc/device/state", "offline\n");
+  ASSERT_TRUE(runUntil([&] { return !activeInDm(kLower, "8:32"); }));
+  ASSERT_TRUE(runUntil([&] { return publishedState("sdc") != "up"; }));
+}
+
+TEST_F(DaemonLoopTest, AdminFailIsHeldUntilTheAdminReinstates) {
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+
+  ASSERT_TRUE(daemon_->failPath("sdd").has_value());
+  ASSERT_TRUE(runUntil([&] { return !activeInDm(kLower, "8:48"); }));
+  // Its checks keep passing, yet it stays failed: wait for several of them.
+  const unsigned checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 8; }));
+  EXPECT_FALSE(activeInDm(kLower, "8:48"));
+
+  ASSERT_TRUE(daemon_->reinstatePath("sdd").has_value());
+  ASSERT_TRUE(runUntil([&] { return activeInDm(kLower, "8:48"); }));
+
+  EXPECT_FALSE(daemon_->failPath("sdz").has_value());
+}
+
+TEST_F(DaemonLoopTest, BrokenConfigOnReloadKeepsTheOldOne) {
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+
+  writeFile(root_ / "pathkeeper.conf", kConfig + "\n[defaults\nselector = \n");
+  const auto refused = daemon_->reconfigure();
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().find("pathkeeper.conf"), std::string::npos) << refused.error();
+  // Let a reconcile run if one (wrongly) were asked for.
+  const unsigned checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 4; }));
+  dm_.with([](FakeDeviceMapper &fake) {
+    EXPECT_TRUE(fake.modifyingCalls().empty()) << joined(fake.calls);
+  });
+
+  // A good config with another selector reloads both maps with it.
+  std::string changed = kConfig;
+  changed.replace(changed.find("\"round-robin\""), 13, "\"queue-length\"");
+  writeFile(root_ / "pathkeeper.conf", changed);
+  ASSERT_TRUE(daemon_->reconfigure().has_value());
+  ASSERT_TRUE(runUntil([&] {
+    return dm_.with([](FakeDeviceMapper &fake) {
+      for (const auto &[alias, map] : fake.maps) {
+        if (map.params.find("queue-length") == std::string::npos || map.suspended) {
+          return false;
+        }
+      }
+      return true;
+    });
+  }));
+}
+
+} // namespace
+} // namespace pathkeeper::daemon
