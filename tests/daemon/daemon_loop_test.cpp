@@ -356,16 +356,21 @@ TEST_F(DaemonLoopTest, SessionRecoveryFailsThePathAndItsLoginReinstatesIt) {
   EXPECT_TRUE(activeInDm(kUpper, "8:16")) << "the other path is untouched";
   ASSERT_TRUE(runUntil([&] { return publishedState("sda") == "down"; })) << publishedState("sda");
 
-  // While it is out, the failing TUR keeps it out ...
+  // Logged in again, but the TUR still fails: it stays out ...
   tur_.setDown("sda", true);
   writeFile(session, "LOGGED_IN\n");
-  writeFile(disk, "running\n");
-  const unsigned checks = tur_.checks();
+  unsigned checks = tur_.checks();
   ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 6; }));
   EXPECT_FALSE(activeInDm(kUpper, "8:0"));
 
-  // ... and once the TUR passes again it is reinstated.
+  // ... and while its disk is still blocked, even with the TUR passing ...
   tur_.setDown("sda", false);
+  checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 6; }));
+  EXPECT_FALSE(activeInDm(kUpper, "8:0"));
+
+  // ... until the disk runs again: then it is reinstated.
+  writeFile(disk, "running\n");
   ASSERT_TRUE(runUntil([&] { return activeInDm(kUpper, "8:0"); }));
   ASSERT_TRUE(runUntil([&] { return publishedState("sda") == "up"; })) << publishedState("sda");
 }
