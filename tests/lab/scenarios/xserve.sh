@@ -136,6 +136,9 @@ scenario_run() {
                 $(xs_arg links "40+10,40+40" "$@" | tr , ' ')
             ;;
         bench) bench_xserve "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" ;;
+        # script=FILE: a guest script of your own, sourced after the setup
+        # with every helper loaded (for experiments; see tests/lab/README.md).
+        script) source "$(xs_arg script "" "$@")" ;;
         esac
     done
 }
