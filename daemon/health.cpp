@@ -130,11 +130,11 @@ void HealthTracker::requestCheckNow(Entry &entry, TimePoint now) {
 void HealthTracker::recordBad(Entry &entry, TimePoint now, std::string &reason) {
   ++entry.failures;
   entry.healthySince.reset();
-  while (!entry.recentFailures.empty() &&
-         entry.recentFailures.front() + settings_.flapWindow < now) {
-    entry.recentFailures.pop_front();
-  }
-  entry.recentFailures.push_back(now);
+  auto &recent = entry.recentFailures;
+  recent.erase(recent.begin(), std::find_if(recent.begin(), recent.end(), [&](TimePoint failedAt) {
+                 return failedAt + settings_.flapWindow >= now;
+               }));
+  recent.push_back(now);
   if (!settings_.flapDamping) {
     return;
   }

@@ -62,7 +62,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <random>
@@ -235,7 +234,9 @@ private:
     TimePoint checkStarted{};
     bool recheckAfterFlight = false;
     TimePoint nextCheck{};
-    std::deque<TimePoint> recentFailures; ///< within flapWindow
+    /// Within flapWindow, oldest first. A vector: an empty deque still
+    /// allocates 576 bytes, half a megabyte at 1000 paths that never fail.
+    std::vector<TimePoint> recentFailures;
     std::uint64_t failures = 0;
     bool shaky = false;
     std::chrono::milliseconds holdDown{0};
