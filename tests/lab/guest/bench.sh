@@ -175,12 +175,19 @@ bench_cold() {
     bench_result "$scen" "$kind" coldstart_active_ms "$run" $((BENCH_T - t0))
 }
 
-# bench_rss SCENARIO KIND RUN: VmRSS after the daemon has settled.
+# bench_rss SCENARIO KIND RUN: VmRSS after the daemon has settled, and its
+# two parts: RssAnon (the process's own heap, stacks and data) and RssFile
+# (pages of the binary and the shared libraries, which other processes
+# share: libc and libstdc++ alone are about 3 MiB of it).
 bench_rss() {
     sleep 10
-    local kb
+    local kb anon file
     kb=$(bench_rss_kb "$BENCH_PID")
+    anon=$(awk '/^RssAnon:/ {print $2}' "/proc/$BENCH_PID/status" 2>/dev/null || true)
+    file=$(awk '/^RssFile:/ {print $2}' "/proc/$BENCH_PID/status" 2>/dev/null || true)
     bench_result "$1" "$2" rss_kb "$3" "${kb:-none}"
+    bench_result "$1" "$2" rss_anon_kb "$3" "${anon:-none}"
+    bench_result "$1" "$2" rss_file_kb "$3" "${file:-none}"
 }
 
 # --- link-cut cycles (xserve) ---------------------------------------------------

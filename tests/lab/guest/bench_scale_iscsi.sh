@@ -68,6 +68,9 @@ bench_si_settled() {
     sleep 10
     kill -0 "$pid" 2>/dev/null || { bench_note "$1 $2 run $3: the daemon exited before the RSS reading"; return 1; }
     bench_result "$1" "$2" rss_kb "$3" "$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")"
+    # Its parts, as bench_rss (bench.sh) explains.
+    bench_result "$1" "$2" rss_anon_kb "$3" "$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status")"
+    bench_result "$1" "$2" rss_file_kb "$3" "$(awk '/^RssFile:/ {print $2}' "/proc/$pid/status")"
     bench_result "$1" "$2" hwm_kb "$3" "$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")"
     st=$(<"/proc/$pid/stat")
     read -ra f <<<"${st##*) }"
@@ -244,5 +247,41 @@ bench_si_profile() {
     lab_save smaps "$LAB_RUN/smaps"
     lab_save kallsyms "$LAB_RUN/kallsyms"
     lab_save perf.data "$LAB_RUN/perf.data"
+    lab_save bench-pathkeeperd.log "$PD_LOG"
+}
+
+# bench_si_heap DAEMON SECS: what pathkeeperd's heap holds at this scale.
+# It starts (--no-udev-sync, from no maps) under heaptrack, runs SECS
+# seconds past ready, and is then killed with SIGKILL: nothing is freed on
+# the way out, so what heaptrack reports as leaked is exactly the heap that
+# was live at that moment, by allocation site (`heaptrack_print --print-leaks
+# heaptrack.pathkeeperd.zst` on the host, which has the same binaries). Also
+# saved: smaps_rollup and the log. Not a benchmark figure: heaptrack slows
+# every allocation.
+bench_si_heap() {
+    local daemon=$1 secs=${2:-30} pid='' i ht_pid
+    command -v heaptrack >/dev/null || { lab_log "heap: no heaptrack on this machine (apt-get install heaptrack)"; return 1; }
+    bench_pkd_conf
+    bench_si_remove_maps || true
+    rm -f "$PD_STATE" "$LAB_RUN"/heaptrack.pathkeeperd.*
+    printf '\n===== pathkeeperd start %s (heaptrack)\n' "$(date +%T)" >>"$PD_LOG"
+    heaptrack -o "$LAB_RUN/heaptrack.pathkeeperd" \
+        "$daemon" --config "$PD_CONF" --config-dir /nonexistent --state-file "$PD_STATE" \
+        --log-target stderr --log-level info --no-udev-sync >>"$PD_LOG" 2>&1 &
+    ht_pid=$!
+    for ((i = 0; i < 3000; i++)); do
+        pd_ready && break
+        sleep 0.2
+    done
+    local comm=${daemon##*/}
+    pid=$(pgrep -x "${comm:0:15}" || true)
+    [[ -n $pid ]] && pd_ready || { lab_log "heap: pathkeeperd not ready under heaptrack: $(tail -n 5 "$PD_LOG")"; return 1; }
+    lab_log "heap: pathkeeperd pid $pid ready under heaptrack: $(bench_si_dm) (maps active paths); $secs s more"
+    sleep "$secs"
+    grep -E '^(Rss|Pss|Anonymous|Private_Dirty):' "/proc/$pid/smaps_rollup" | tee "$LAB_RUN/smaps_rollup" || true
+    kill -KILL "$pid"
+    wait "$ht_pid" || true
+    lab_save smaps_rollup "$LAB_RUN/smaps_rollup"
+    for i in "$LAB_RUN"/heaptrack.pathkeeperd.*; do lab_save "${i##*/}" "$i"; done
     lab_save bench-pathkeeperd.log "$PD_LOG"
 }

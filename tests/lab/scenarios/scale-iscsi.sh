@@ -137,6 +137,12 @@ scenario_run() {
             source "$LAB_DIR/guest/bench_scale_iscsi.sh"
             bench_si_profile "$(si_arg daemon "" "$@")" "$(si_arg secs 45 "$@")"
             ;;
+        heap)
+            source "$LAB_DIR/guest/bench_scale_iscsi.sh"
+            bench_si_heap "$(si_arg daemon "" "$@")" "$(si_arg secs 30 "$@")"
+            ;;
+        # script=FILE: a guest script of your own (see tests/lab/README.md).
+        script) source "$(si_arg script "" "$@")" ;;
         esac
     done
 }
