@@ -48,6 +48,10 @@ public:
   std::map<std::string, FakeMap> maps;
   std::vector<std::string> calls;
   std::map<std::string, int> failures; ///< operation -> how many of its next calls fail
+  /// Moves a map to its next group with an active path when fail_path
+  /// leaves the group in use with none, as the kernel does at the map's
+  /// next I/O (an idle map keeps showing the old group).
+  bool switchGroupOnFailure = false;
   /// calls.size() at each beginUdevBatch() / endUdevBatch()
   std::vector<std::size_t> batchBegins;
   std::vector<std::size_t> batchEnds;
@@ -185,6 +189,9 @@ public:
       }
       path->second = words[0] == "reinstate_path";
       ++map.eventNr;
+      if (switchGroupOnFailure && words[0] == "fail_path") {
+        moveOffDeadGroup(map);
+      }
     } else if (words.size() == 2 && words[0] == "switch_group") {
       map.nextGroup = static_cast<unsigned>(std::stoul(words[1]));
     } else if (text == "queue_if_no_path" || text == "fail_if_no_path") {
@@ -224,6 +231,29 @@ private:
     calls.push_back(op + " " + what);
     if (consumeFailure(op)) {
       throw std::system_error(EIO, std::generic_category(), op + " " + what);
+    }
+  }
+
+  static void moveOffDeadGroup(FakeMap &map) {
+    auto table = selector::parseDmTable(map.params, false);
+    const auto usable = [&](unsigned group) {
+      for (const auto &path : table->groups[group - 1].paths) {
+        if (map.pathActive.at(path.device)) {
+          return true;
+        }
+      }
+      return false;
+    };
+    const auto groups = static_cast<unsigned>(table->groups.size());
+    if (map.nextGroup == 0 || map.nextGroup > groups || usable(map.nextGroup)) {
+      return;
+    }
+    for (unsigned step = 1; step < groups; ++step) {
+      const unsigned candidate = (map.nextGroup - 1 + step) % groups + 1;
+      if (usable(candidate)) {
+        map.nextGroup = candidate;
+        return;
+      }
     }
   }
 

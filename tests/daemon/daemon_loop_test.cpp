@@ -15,6 +15,7 @@
 #include "fake_device_mapper.hpp"
 #include "text.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -175,11 +176,19 @@ protected:
     char pattern[] = "/tmp/pk-daemon-loop-XXXXXX";
     ASSERT_NE(::mkdtemp(pattern), nullptr);
     root_ = pattern;
-    fs::copy(fs::path(PATHKEEPER_SOURCE_DIR) / "tests/data/sysfs/xserve", root_ / "sys",
-             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
     fs::create_directories(root_ / "dev");
     fs::create_directories(root_ / "conf.d");
-    writeFile(root_ / "pathkeeper.conf", kConfig);
+    useTree("xserve", kConfig);
+  }
+
+  /// Replaces the sysfs tree with a copy of tests/data/sysfs/@p capture and
+  /// the config with @p config.
+  void useTree(const std::string &capture, const std::string &config) {
+    std::error_code ec;
+    fs::remove_all(root_ / "sys", ec);
+    fs::copy(fs::path(PATHKEEPER_SOURCE_DIR) / "tests/data/sysfs" / capture, root_ / "sys",
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    writeFile(root_ / "pathkeeper.conf", config);
   }
 
   void TearDown() override {
@@ -232,6 +241,33 @@ protected:
 
   bool ready() const {
     return published_ && published_->maps.size() == 2 && published_->status.starts_with("2 maps");
+  }
+
+  /// The published map that holds @p device, or "".
+  std::string mapHolding(const std::string &device) const {
+    if (published_) {
+      for (const auto &path : published_->paths) {
+        if (path.device == device) {
+          return path.map;
+        }
+      }
+    }
+    return "";
+  }
+
+  /// The group dm uses in @p map (the fake's "next group").
+  unsigned groupInDm(const std::string &map) {
+    return dm_.with([&](FakeDeviceMapper &fake) {
+      auto it = fake.maps.find(map);
+      return it == fake.maps.end() ? 0U : it->second.nextGroup;
+    });
+  }
+
+  void setSession(const std::string &session, const std::string &state) {
+    writeFile(root_ / "sys/class/iscsi_session" / session / "state", state + "\n");
+  }
+  void setDisk(const std::string &disk, const std::string &state) {
+    writeFile(root_ / "sys/block" / disk / "device/state", state + "\n");
   }
 
   /// Whether dm has @p device (e.g. "8:0") active in @p map.
@@ -434,6 +470,100 @@ TEST_F(DaemonLoopTest, BrokenConfigOnReloadKeepsTheOldOne) {
       return true;
     });
   }));
+}
+
+// tests/data/sysfs/alua: two LUs behind two ALUA target port groups. LU 0
+// (sda, sdc, sde, sdg) is optimized through sessions 1 and 2 (sda 8:0, sdc
+// 8:32), non-optimized through sessions 3 and 4 (sde 8:64, sdg 8:96); LU 1
+// the other way round.
+std::string aluaConfig(const fs::path &root, const std::string &failback,
+                       const std::string &checkerInterval) {
+  return fmt::format(R"([defaults]
+bindings_file = "{}"
+failback = {}
+
+[health]
+checker_interval = "{}"
+failed_checker_interval = "1s"
+flap_damping = false
+)",
+                     (root / "bindings").string(), failback, checkerInterval);
+}
+
+class DaemonFailbackTest : public DaemonLoopTest {
+protected:
+  /// Starts on the alua tree; @return LU 0's map, once its optimized group
+  /// (group 1: 8:0, 8:32) is the one in use.
+  std::string startAlua(const std::string &failback, const std::string &checkerInterval = "1s") {
+    useTree("alua", aluaConfig(root_, failback, checkerInterval));
+    dm_.with([](FakeDeviceMapper &fake) { fake.switchGroupOnFailure = true; });
+    startDaemon();
+    EXPECT_TRUE(runUntil([&] { return ready(); }));
+    const std::string map = mapHolding("sda");
+    EXPECT_FALSE(map.empty());
+    EXPECT_EQ(groupInDm(map), 1U);
+    return map;
+  }
+
+  /// Sessions 1 and 2 (the optimized paths of LU 0) drop out until dm has
+  /// moved LU 0's map to group 2, then log in again.
+  void loseOptimizedGroupAndGetItBack(const std::string &map) {
+    for (const auto *session : {"session1", "session2"}) {
+      setSession(session, "FAILED");
+    }
+    for (const auto *disk : {"sda", "sdb", "sdc", "sdd"}) {
+      setDisk(disk, "blocked");
+    }
+    ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 2; })) << "dm did not leave group 1";
+    for (const auto *session : {"session1", "session2"}) {
+      setSession(session, "LOGGED_IN");
+    }
+    for (const auto *disk : {"sda", "sdb", "sdc", "sdd"}) {
+      setDisk(disk, "running");
+    }
+    ASSERT_TRUE(runUntil([&] { return activeInDm(map, "8:0") && activeInDm(map, "8:32"); }));
+  }
+
+  bool sentSwitchGroup(const std::string &map) {
+    return dm_.with([&](FakeDeviceMapper &fake) {
+      return std::find(fake.calls.begin(), fake.calls.end(),
+                       "message " + map + " switch_group 1") != fake.calls.end();
+    });
+  }
+};
+
+TEST_F(DaemonFailbackTest, ImmediateSwitchesBackWhenTheOptimizedGroupReturns) {
+  const std::string map = startAlua(R"("immediate")");
+  loseOptimizedGroupAndGetItBack(map);
+  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 1; }));
+  EXPECT_TRUE(sentSwitchGroup(map));
+}
+
+TEST_F(DaemonFailbackTest, ManualLeavesTheMapOnTheGroupItMovedTo) {
+  const std::string map = startAlua(R"("manual")");
+  loseOptimizedGroupAndGetItBack(map);
+  // Give failback every chance: several rounds of checks on every path.
+  const unsigned checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 16; }));
+  EXPECT_EQ(groupInDm(map), 2U);
+  EXPECT_FALSE(sentSwitchGroup(map));
+
+  // The admin's SwitchGroup does it.
+  ASSERT_TRUE(daemon_->switchGroup(map, 1).has_value());
+  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 1; }));
+}
+
+TEST_F(DaemonFailbackTest, DeferredWaitsUntilTheGroupHasBeenUsable) {
+  // Checks of working paths a minute apart: no check result can wake the
+  // daemon in time, the failback has to come from its own timer.
+  const std::string map = startAlua("2", "60s");
+  loseOptimizedGroupAndGetItBack(map);
+  // Not at once: the group must have been usable for 2 s first. Checked
+  // by order of events, not by timing: the switch comes after the group's
+  // paths are back, and it does come without any further event.
+  EXPECT_FALSE(sentSwitchGroup(map));
+  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 1; }));
+  EXPECT_TRUE(sentSwitchGroup(map));
 }
 
 } // namespace
