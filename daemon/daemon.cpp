@@ -193,7 +193,8 @@ void Daemon::start() {
   checkerSource_ = loop_.addIo(checker_->fd(), EPOLLIN, [this](unsigned) { onCheckerResults(); });
 
   // Subscribe before the scan, so that nothing between the two is lost.
-  monitor_ = std::make_unique<UdevMonitor>(udevdRunning() ? UdevSource::Udev : UdevSource::Kernel);
+  monitor_ = std::make_unique<UdevMonitor>(
+      udevdRunning(options_.udevRunDir.string()) ? UdevSource::Udev : UdevSource::Kernel);
   udevSource_ = loop_.addIo(monitor_->fd(), EPOLLIN, [this](unsigned) { onDeviceEvents(); });
 
   auto scanned = sysfs_.scan();
@@ -1809,13 +1810,13 @@ void Daemon::syncOwnedWwids() {
       }
     }
   }
-  bool grew = false;
+  std::vector<const MapState *> added;
   for (const auto &[alias, map] : maps_) {
     if (!map.wwid.empty() && ownedWwids_.insert(map.wwid).second) {
-      grew = true;
+      added.push_back(&map);
     }
   }
-  if (!grew && fs::exists(file, ec)) {
+  if (added.empty() && fs::exists(file, ec)) {
     return;
   }
   const fs::path tmp = file.string() + ".tmp";
@@ -1838,6 +1839,35 @@ void Daemon::syncOwnedWwids() {
     return;
   }
   log::info(fmt::format("{} lists {} WWID(s)", file.string(), ownedWwids_.size()));
+
+  // udev read the file when these paths appeared, before their WWIDs were
+  // in it: ask it to run the rules again, so that 62-pathkeeper.rules marks
+  // them now rather than at their next uevent (multipathd does the same
+  // for the WWIDs it adds to its wwids file). Only new WWIDs: those listed
+  // at boot were marked when their paths appeared.
+  if (added.empty() || !udevdRunning(options_.udevRunDir.string())) {
+    return;
+  }
+  std::size_t triggered = 0;
+  std::vector<std::string> failed;
+  for (const auto *map : added) {
+    for (const auto &group : map->groups) {
+      for (const auto &device : group) {
+        const fs::path uevent = options_.sysfsRoot / "block" / device / "uevent";
+        std::ofstream out(uevent);
+        out << "change";
+        if (out.flush()) {
+          ++triggered;
+        } else {
+          failed.push_back(device);
+        }
+      }
+    }
+  }
+  log::info(
+      fmt::format("asked udev to re-run its rules on {} path(s) of {} newly owned WWID(s){}",
+                  triggered, added.size(),
+                  failed.empty() ? "" : fmt::format("; could not on {}", fmt::join(failed, ", "))));
 }
 
 void Daemon::writeStateFile(const StateSnapshot &snap) const {

@@ -53,6 +53,8 @@ struct DaemonOptions {
   /// automatically (like multipathd's wwids file), removed in companion
   /// mode. Empty disables it.
   std::filesystem::path ownedWwidsFile{"/var/lib/pathkeeper/owned-wwids"};
+  /// udevd's runtime directory: udevd runs when its control socket is there.
+  std::filesystem::path udevRunDir{"/run/udev"};
   std::optional<selector::Mode> mode; ///< overrides the config's mode
   /// How often session and device states are re-read from sysfs: the kernel
   /// sends no uevent when an iSCSI session logs in again.

@@ -206,6 +206,7 @@ protected:
     o.devRoot = root_ / "dev";
     o.stateFile = root_ / "run/state.json";
     o.ownedWwidsFile = root_ / "lib/owned-wwids";
+    o.udevRunDir = root_ / "udev"; // no control socket: udevd is not running
     o.mode = selector::Mode::Owner;
     o.sessionPoll = 100ms;
     o.recoveringPoll = 20ms;
@@ -338,6 +339,35 @@ TEST_F(DaemonLoopTest, StartupCreatesOneMapPerControllerAndPublishes) {
           << map.uuid << " not in owned-wwids";
     }
   });
+}
+
+TEST_F(DaemonLoopTest, NewlyOwnedPathsAreHandedBackToUdevOnce) {
+  // With udevd running, the paths of WWIDs that owned-wwids did not list
+  // yet get a change uevent, so that 62-pathkeeper.rules marks them now.
+  fs::create_directories(root_ / "udev");
+  writeFile(root_ / "udev/control", "");
+  const auto uevent = [&](const std::string &disk) {
+    return readFile(root_ / "sys/block" / disk / "uevent");
+  };
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  for (const auto *disk : {"sda", "sdb", "sdc", "sdd"}) {
+    EXPECT_EQ(uevent(disk), "change") << disk;
+    writeFile(root_ / "sys/block" / disk / "uevent", "");
+  }
+
+  // A restart finds both WWIDs listed: nothing to hand back.
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  for (const auto *disk : {"sda", "sdb", "sdc", "sdd"}) {
+    EXPECT_EQ(uevent(disk), "") << disk;
+  }
+}
+
+TEST_F(DaemonLoopTest, NoUeventsWithoutUdevd) {
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  EXPECT_EQ(readFile(root_ / "sys/block/sda/uevent").find("change"), std::string::npos);
 }
 
 TEST_F(DaemonLoopTest, RestartAdoptsMatchingMapsWithoutTouchingThem) {
