@@ -41,6 +41,12 @@ sy_refused_fail_path() {
         [[ $(dmsetup status | grep -c " $(cat "/sys/block/$1/dev") F ") -eq 0 ]]
 }
 
+sy_all_paths_active() {
+    local states
+    states=$(pd_dm_states xserve-upper; pd_dm_states xserve-lower)
+    [[ $(grep -c ' A$' <<<"$states") -eq 4 ]]
+}
+
 sy_marked() {
     local info
     info=$(udevadm info "/dev/$1")
@@ -70,6 +76,17 @@ sy_run() {
     lab_step "systemd 2: the maps and the real system bus"
     lab_wait 60 "xserve-upper and xserve-lower, 2 paths each" pd_maps_present
     dmsetup table | grep multipath
+    # multipath-tools' 56-dm-mpath.rules is not masked here: its multipath -U
+    # on each new map can race scsi_dh_alua's activation and fail every path
+    # of it (README, "Known interaction"). Whatever dm failed, the health
+    # loop must bring back.
+    if [[ -e /lib/udev/rules.d/56-dm-mpath.rules && ! -e /etc/udev/rules.d/56-dm-mpath.rules ]]; then
+        lab_log "56-dm-mpath.rules is active"
+    fi
+    lab_wait 60 "every path of both maps is active in dm" sy_all_paths_active
+    local kernel_failed
+    kernel_failed=$(journalctl -b -u "$SY_UNIT" --no-pager -o cat | grep -c 'kernel failed the path' || true)
+    lab_log "path failures the kernel reported on its own so far: $kernel_failed"
     lab_wait 30 "$SY_UNIT's status text names the maps" \
         eval '[[ $(sy_prop "$SY_UNIT" StatusText) == *"2 maps"* ]]'
     lab_log "status text: $(sy_prop "$SY_UNIT" StatusText)"
