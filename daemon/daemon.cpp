@@ -362,6 +362,9 @@ void Daemon::onDeviceEvents() {
   if (mapsChanged && mode_ == selector::Mode::Companion) {
     requestReconcile("a map changed");
   }
+  if (inventoryTouched) {
+    handBackUnmarkedPaths(); // udev may just have finished processing a path
+  }
 }
 
 void Daemon::pollSessions() {
@@ -1810,13 +1813,14 @@ void Daemon::syncOwnedWwids() {
       }
     }
   }
-  std::vector<const MapState *> added;
+  bool grew = false;
   for (const auto &[alias, map] : maps_) {
     if (!map.wwid.empty() && ownedWwids_.insert(map.wwid).second) {
-      added.push_back(&map);
+      grew = true;
     }
   }
-  if (added.empty() && fs::exists(file, ec)) {
+  if (!grew && fs::exists(file, ec)) {
+    handBackUnmarkedPaths();
     return;
   }
   const fs::path tmp = file.string() + ".tmp";
@@ -1840,34 +1844,62 @@ void Daemon::syncOwnedWwids() {
   }
   log::info(fmt::format("{} lists {} WWID(s)", file.string(), ownedWwids_.size()));
 
-  // udev read the file when these paths appeared, before their WWIDs were
-  // in it: ask it to run the rules again, so that 62-pathkeeper.rules marks
-  // them now rather than at their next uevent (multipathd does the same
-  // for the WWIDs it adds to its wwids file). Only new WWIDs: those listed
-  // at boot were marked when their paths appeared.
-  if (added.empty() || !udevdRunning(options_.udevRunDir.string())) {
+  handBackUnmarkedPaths();
+}
+
+void Daemon::handBackUnmarkedPaths() {
+  // 62-pathkeeper.rules marks a path only if its WWID was in owned-wwids
+  // when udev processed the path: on a first start, and for a second path
+  // that appeared while the daemon was creating its map, it was not. Those
+  // paths get a change uevent, once, so that udev runs the rules again now
+  // rather than at their next uevent (multipathd does the same for the
+  // WWIDs it adds to its wwids file). Whether udev marked a path is in its
+  // database; a path udev has not processed yet needs nothing, since the
+  // list is written by then.
+  if (mode_ != selector::Mode::Owner || options_.ownedWwidsFile.empty() ||
+      !udevdRunning(options_.udevRunDir.string())) {
     return;
   }
-  std::size_t triggered = 0;
+  std::erase_if(markChecked_,
+                [this](const std::string &device) { return !mapOfDevice_.contains(device); });
+  std::vector<std::string> sent;
   std::vector<std::string> failed;
-  for (const auto *map : added) {
-    for (const auto &group : map->groups) {
+  for (const auto &[alias, map] : maps_) {
+    if (map.wwid.empty() || !ownedWwids_.contains(map.wwid)) {
+      continue;
+    }
+    for (const auto &group : map.groups) {
       for (const auto &device : group) {
-        const fs::path uevent = options_.sysfsRoot / "block" / device / "uevent";
-        std::ofstream out(uevent);
-        out << "change";
-        if (out.flush()) {
-          ++triggered;
-        } else {
-          failed.push_back(device);
+        const InventoryPath *path = markChecked_.contains(device) ? nullptr : pathByDevice(device);
+        if (path == nullptr) {
+          continue;
         }
+        std::ifstream db(options_.udevRunDir / "data" / ("b" + path->path.devt.str()));
+        if (!db) {
+          continue; // not processed yet: the rules will find the WWID listed
+        }
+        markChecked_.insert(device);
+        bool marked = false;
+        for (std::string line; !marked && std::getline(db, line);) {
+          marked = line == "E:DM_MULTIPATH_DEVICE_PATH=1";
+        }
+        if (marked) {
+          continue;
+        }
+        std::ofstream uevent(options_.sysfsRoot / "block" / device / "uevent");
+        uevent << "change";
+        (uevent.flush() ? sent : failed).push_back(device);
       }
     }
   }
-  log::info(
-      fmt::format("asked udev to re-run its rules on {} path(s) of {} newly owned WWID(s){}",
-                  triggered, added.size(),
-                  failed.empty() ? "" : fmt::format("; could not on {}", fmt::join(failed, ", "))));
+  if (!sent.empty() || !failed.empty()) {
+    log::info(fmt::format(
+        "paths of owned WWIDs that udev had not marked as multipath members: {}{}",
+        sent.empty() ? "" : fmt::format("sent a change uevent to {}", fmt::join(sent, ", ")),
+        failed.empty() ? ""
+                       : fmt::format("{}could not send one to {} (their next uevent marks them)",
+                                     sent.empty() ? "" : "; ", fmt::join(failed, ", "))));
+  }
 }
 
 void Daemon::writeStateFile(const StateSnapshot &snap) const {

@@ -167,6 +167,9 @@ private:
   void publish();
   void writeStateFile(const StateSnapshot &snap) const;
   void syncOwnedWwids();
+  /// @brief Owner mode with udevd: a change uevent to each path of an owned
+  /// WWID that udev's database shows unmarked, once per path.
+  void handBackUnmarkedPaths();
 
   // Helpers.
   /// @brief Link speed in Mb/s per NIC the paths use, where the NIC knows it.
@@ -226,7 +229,8 @@ private:
   Clock::time_point nextLatencyMove_{};        ///< publish(): check latencies held until then
   bool ready_ = false;
   std::string lastStatus_;
-  std::set<std::string> ownedWwids_; ///< what the owned-wwids file lists
+  std::set<std::string> ownedWwids_;  ///< what the owned-wwids file lists
+  std::set<std::string> markChecked_; ///< paths whose udev marks were checked
   std::string pendingReconcileWhy_;
   Clock::time_point nextFullSessionPoll_{}; ///< pollSessions(): when to read every session again
   std::map<std::string, std::string> mapOfDevice_; ///< device -> alias, rebuilt with maps_

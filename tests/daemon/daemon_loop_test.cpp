@@ -341,25 +341,53 @@ TEST_F(DaemonLoopTest, StartupCreatesOneMapPerControllerAndPublishes) {
   });
 }
 
-TEST_F(DaemonLoopTest, NewlyOwnedPathsAreHandedBackToUdevOnce) {
-  // With udevd running, the paths of WWIDs that owned-wwids did not list
-  // yet get a change uevent, so that 62-pathkeeper.rules marks them now.
-  fs::create_directories(root_ / "udev");
+TEST_F(DaemonLoopTest, PathsUdevDidNotMarkAreHandedBackOnce) {
+  // udevd runs. Its database says: sda marked (62-pathkeeper.rules saw its
+  // WWID listed), sdb and sdc not (processed before the daemon listed the
+  // WWIDs), sdd not processed yet.
+  fs::create_directories(root_ / "udev/data");
   writeFile(root_ / "udev/control", "");
+  const auto db = [&](const std::string &devt, bool marked) {
+    writeFile(root_ / "udev/data" / ("b" + devt),
+              std::string("S:disk/by-id/wwn-0x6001405\nE:ID_SERIAL=3600\n") +
+                  (marked ? "E:DM_MULTIPATH_DEVICE_PATH=1\nE:SYSTEMD_READY=0\n" : ""));
+  };
+  db("8:0", true);
+  db("8:16", false);
+  db("8:32", false);
   const auto uevent = [&](const std::string &disk) {
     return readFile(root_ / "sys/block" / disk / "uevent");
   };
-  startDaemon();
-  ASSERT_TRUE(runUntil([&] { return ready(); }));
-  for (const auto *disk : {"sda", "sdb", "sdc", "sdd"}) {
-    EXPECT_EQ(uevent(disk), "change") << disk;
-    writeFile(root_ / "sys/block" / disk / "uevent", "");
-  }
+  const std::string untouched = uevent("sda");
+  ASSERT_NE(untouched, "change");
 
-  // A restart finds both WWIDs listed: nothing to hand back.
   startDaemon();
   ASSERT_TRUE(runUntil([&] { return ready(); }));
-  for (const auto *disk : {"sda", "sdb", "sdc", "sdd"}) {
+  EXPECT_EQ(uevent("sda"), untouched) << "marked already";
+  EXPECT_EQ(uevent("sdb"), "change");
+  EXPECT_EQ(uevent("sdc"), "change");
+  EXPECT_EQ(uevent("sdd"),
+            readFile(fs::path(PATHKEEPER_SOURCE_DIR) / "tests/data/sysfs/xserve/block/sdd/uevent"))
+      << "not processed by udev yet: its rules will find the WWID listed";
+
+  // udev processes sdd, without the mark (it raced the list). The next
+  // publication hands it back; sdb and sdc, sent once, are not sent again.
+  writeFile(root_ / "sys/block/sdb/uevent", "");
+  writeFile(root_ / "sys/block/sdc/uevent", "");
+  db("8:48", false);
+  ASSERT_TRUE(daemon_->failPath("sda").has_value()); // something to publish
+  ASSERT_TRUE(runUntil([&] { return uevent("sdd") == "change"; }));
+  EXPECT_EQ(uevent("sdb"), "");
+  EXPECT_EQ(uevent("sdc"), "");
+
+  // A restart with every path marked sends nothing.
+  for (const auto *devt : {"8:0", "8:16", "8:32", "8:48"}) {
+    db(devt, true);
+  }
+  writeFile(root_ / "sys/block/sdd/uevent", "");
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  for (const auto *disk : {"sdb", "sdc", "sdd"}) {
     EXPECT_EQ(uevent(disk), "") << disk;
   }
 }

@@ -107,12 +107,17 @@ sy_run() {
     lab_wait 10 "/var/lib/pathkeeper/owned-wwids lists xserve-upper's WWID" \
         grep -qx "$wwid_u" /var/lib/pathkeeper/owned-wwids
     cat /var/lib/pathkeeper/owned-wwids
-    # No manual trigger: the daemon hands the paths of newly owned WWIDs
-    # back to udev itself (a change uevent each), so the rule marks them.
-    lab_check "the daemon asked udev to re-run its rules on the new WWIDs' paths" \
-        sy_journal_has "asked udev to re-run its rules"
-    lab_wait 30 "$sd is marked as a multipath member (DM_MULTIPATH_DEVICE_PATH=1, mpath_member) without a manual trigger" \
-        sy_marked "$sd"
+    # No manual trigger: udev processed the first paths before the daemon
+    # listed their WWIDs, and the daemon hands every unmarked path of an
+    # owned WWID back to udev itself (a change uevent each).
+    lab_check "the daemon sent change uevents to paths udev had not marked" \
+        sy_journal_has "paths of owned WWIDs that udev had not marked"
+    local p
+    for p in $(ini_paths | awk '{print $1}'); do
+        lab_wait 30 "$p is marked as a multipath member (DM_MULTIPATH_DEVICE_PATH=1, mpath_member) without a manual trigger" \
+            sy_marked "$p"
+    done
+    journalctl -b -u "$SY_UNIT" --no-pager -o cat | grep "udev had not marked" || true
     udevadm info "/dev/$sd" | grep -e DM_MULTIPATH_DEVICE_PATH -e ID_FS_TYPE -e SYSTEMD_READY -e PATHKEEPER || true
     lab_check "the daemon logs to the journal (its map creation)" sy_journal_has "map xserve-upper created"
 
