@@ -1855,7 +1855,9 @@ void Daemon::handBackUnmarkedPaths() {
   // rather than at their next uevent (multipathd does the same for the
   // WWIDs it adds to its wwids file). Whether udev marked a path is in its
   // database; a path udev has not processed yet needs nothing, since the
-  // list is written by then.
+  // list is written by then, and neither does one the rule did not see
+  // (not installed, as in a build tree): another uevent would change
+  // nothing, and at 1000 paths would keep udevd busy for minutes.
   if (mode_ != selector::Mode::Owner || options_.ownedWwidsFile.empty() ||
       !udevdRunning(options_.udevRunDir.string())) {
     return;
@@ -1880,11 +1882,13 @@ void Daemon::handBackUnmarkedPaths() {
         }
         markChecked_.insert(device);
         bool marked = false;
+        bool ruleRan = false; // the rule tags every iSCSI path it sees
         for (std::string line; !marked && std::getline(db, line);) {
           marked = line == "E:DM_MULTIPATH_DEVICE_PATH=1";
+          ruleRan = ruleRan || line == "E:PATHKEEPER_ISCSI_PATH=1";
         }
-        if (marked) {
-          continue;
+        if (marked || !ruleRan) {
+          continue; // marked, or the rule is not installed: a uevent would not help
         }
         std::ofstream uevent(options_.sysfsRoot / "block" / device / "uevent");
         uevent << "change";

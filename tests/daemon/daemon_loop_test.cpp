@@ -349,7 +349,8 @@ TEST_F(DaemonLoopTest, PathsUdevDidNotMarkAreHandedBackOnce) {
   writeFile(root_ / "udev/control", "");
   const auto db = [&](const std::string &devt, bool marked) {
     writeFile(root_ / "udev/data" / ("b" + devt),
-              std::string("S:disk/by-id/wwn-0x6001405\nE:ID_SERIAL=3600\n") +
+              std::string("S:disk/by-id/wwn-0x6001405\nE:ID_SERIAL=3600\n"
+                          "E:PATHKEEPER_ISCSI_PATH=1\n") +
                   (marked ? "E:DM_MULTIPATH_DEVICE_PATH=1\nE:SYSTEMD_READY=0\n" : ""));
   };
   db("8:0", true);
@@ -389,6 +390,22 @@ TEST_F(DaemonLoopTest, PathsUdevDidNotMarkAreHandedBackOnce) {
   ASSERT_TRUE(runUntil([&] { return ready(); }));
   for (const auto *disk : {"sdb", "sdc", "sdd"}) {
     EXPECT_EQ(uevent(disk), "") << disk;
+  }
+}
+
+TEST_F(DaemonLoopTest, NoUeventsWhereTheRuleDidNotRun) {
+  // udevd runs, but without 62-pathkeeper.rules (a build tree, the VM
+  // lab): nothing tags the paths, and another uevent would not mark them.
+  fs::create_directories(root_ / "udev/data");
+  writeFile(root_ / "udev/control", "");
+  for (const auto *devt : {"8:0", "8:16", "8:32", "8:48"}) {
+    writeFile(root_ / "udev/data" / (std::string("b") + devt), "E:ID_SERIAL=3600\n");
+  }
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  for (const auto *disk : {"sda", "sdb", "sdc", "sdd"}) {
+    EXPECT_EQ(readFile(root_ / "sys/block" / disk / "uevent").find("change"), std::string::npos)
+        << disk;
   }
 }
 
