@@ -216,7 +216,7 @@ protected:
   }
 
   /// A new loop and daemon (the previous ones are destroyed first, as a
-  /// restart would), started; @return whether start() succeeded.
+  /// restart would), started. start() throws on a fatal startup problem.
   void startDaemon() {
     daemon_.reset();
     loop_.reset();
