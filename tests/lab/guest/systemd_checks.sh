@@ -47,6 +47,15 @@ sy_all_paths_active() {
     [[ $(grep -c ' A$' <<<"$states") -eq 4 ]]
 }
 
+# sy_unmarked SD: udev ran 62-pathkeeper.rules on SD and did not mark it.
+sy_unmarked() {
+    local info
+    info=$(udevadm info "/dev/$1")
+    [[ $info == *"PATHKEEPER_ISCSI_PATH=1"* && $info != *"DM_MULTIPATH_DEVICE_PATH=1"* ]]
+}
+
+sy_journal_count() { journalctl -b -u "$SY_UNIT" --no-pager -o cat 2>/dev/null | grep -c -e "$1" || true; }
+
 sy_marked() {
     local info
     info=$(udevadm info "/dev/$1")
@@ -107,11 +116,11 @@ sy_run() {
     lab_wait 10 "/var/lib/pathkeeper/owned-wwids lists xserve-upper's WWID" \
         grep -qx "$wwid_u" /var/lib/pathkeeper/owned-wwids
     cat /var/lib/pathkeeper/owned-wwids
-    # No manual trigger: udev processed the first paths before the daemon
-    # listed their WWIDs, and the daemon hands every unmarked path of an
-    # owned WWID back to udev itself (a change uevent each).
-    lab_check "the daemon sent change uevents to paths udev had not marked" \
-        sy_journal_has "paths of owned WWIDs that udev had not marked"
+    # No manual trigger. Whether udev processed a path before or after the
+    # daemon listed its WWID is a race (the daemon starts on the SCSI
+    # device's event, before udev reaches the block device): either the rule
+    # marks it, or the daemon hands it back (a change uevent). Step 5 makes
+    # the second case certain.
     local p
     for p in $(ini_paths | awk '{print $1}'); do
         lab_wait 30 "$p is marked as a multipath member (DM_MULTIPATH_DEVICE_PATH=1, mpath_member) without a manual trigger" \
@@ -140,5 +149,31 @@ sy_run() {
     lab_check "no map is left suspended" pd_no_map_suspended
     lab_check "xserve-lower: 8 MiB round trip with the daemon stopped" pd_io_roundtrip xserve-lower 16
     lab_check "the name left the bus" not busctl --system status org.pathkeeper.PathKeeper1
+
+    lab_step "systemd 5: a first start with paths udev has not marked"
+    # As on a host where pathkeeper is installed while sessions are logged
+    # in: no map yet, udev has seen every path, and none of their WWIDs is
+    # listed. (While a map holds a path, multipath-tools' 60-multipath.rules
+    # marks it on any uevent: multipath -u sees the dm holder.)
+    lab_check "remove both maps (idle, the daemon is stopped)" dmsetup remove xserve-upper xserve-lower
+    mv /var/lib/pathkeeper/owned-wwids /var/lib/pathkeeper/owned-wwids.step4
+    udevadm trigger --action=change --settle $(ini_paths | awk '{print "/dev/" $1}')
+    for p in $(ini_paths | awk '{print $1}'); do
+        lab_check "$p is unmarked, and the rule saw it (PATHKEEPER_ISCSI_PATH=1)" sy_unmarked "$p"
+    done
+    local handbacks_before
+    handbacks_before=$(sy_journal_count "udev had not marked")
+    lab_check "systemctl start $SY_UNIT" systemctl start "$SY_UNIT"
+    lab_wait 60 "xserve-upper and xserve-lower are back, 2 paths each" pd_maps_present
+    lab_wait 30 "$SY_UNIT sent change uevents to the unmarked paths" \
+        eval '(( $(sy_journal_count "udev had not marked") > handbacks_before ))'
+    journalctl -b -u "$SY_UNIT" --no-pager -o cat | grep "udev had not marked" | tail -n 2 || true
+    for p in $(ini_paths | awk '{print $1}'); do
+        lab_wait 30 "$p is marked, without a manual trigger" sy_marked "$p"
+    done
+    lab_check "owned-wwids lists both WWIDs again" \
+        cmp <(grep -v '^#' /var/lib/pathkeeper/owned-wwids.step4 | sort) \
+        <(grep -v '^#' /var/lib/pathkeeper/owned-wwids | sort)
+    lab_check "systemctl stop $SY_UNIT" systemctl stop "$SY_UNIT"
     journalctl -b -u "$SY_UNIT" --no-pager -o short-monotonic | lab_save pathkeeperd-journal.txt
 }
