@@ -193,8 +193,13 @@ void Daemon::start() {
   checkerSource_ = loop_.addIo(checker_->fd(), EPOLLIN, [this](unsigned) { onCheckerResults(); });
 
   // Subscribe before the scan, so that nothing between the two is lost.
-  monitor_ = std::make_unique<UdevMonitor>(
-      udevdRunning(options_.udevRunDir.string()) ? UdevSource::Udev : UdevSource::Kernel);
+  const UdevSource source =
+      udevdRunning(options_.udevRunDir.string()) ? UdevSource::Udev : UdevSource::Kernel;
+  if (options_.deviceEvents) {
+    monitor_ = options_.deviceEvents(source);
+  } else {
+    monitor_ = std::make_unique<UdevMonitor>(source);
+  }
   udevSource_ = loop_.addIo(monitor_->fd(), EPOLLIN, [this](unsigned) { onDeviceEvents(); });
 
   auto scanned = sysfs_.scan();
@@ -361,9 +366,6 @@ void Daemon::onDeviceEvents() {
   }
   if (mapsChanged && mode_ == selector::Mode::Companion) {
     requestReconcile("a map changed");
-  }
-  if (inventoryTouched) {
-    handBackUnmarkedPaths(); // udev may just have finished processing a path
   }
 }
 

@@ -67,6 +67,9 @@ struct DaemonOptions {
   /// What sends TEST UNIT READY; the unit tests pass a fake, since the real
   /// one needs SCSI devices.
   TurRunner turRunner = runTestUnitReady;
+  /// Where device events come from; empty means a UdevMonitor on the given
+  /// source. The unit tests feed their own.
+  std::function<std::unique_ptr<DeviceEventSource>(UdevSource)> deviceEvents;
 };
 
 /// @brief The daemon. Construct, start(), then run the loop.
@@ -168,7 +171,9 @@ private:
   void writeStateFile(const StateSnapshot &snap) const;
   void syncOwnedWwids();
   /// @brief Owner mode with udevd: a change uevent to each path of an owned
-  /// WWID that udev's database shows unmarked, once per path.
+  /// WWID that udev's database shows unmarked, once per path. Runs at every
+  /// publication (syncOwnedWwids), and every udev event of a path asks for
+  /// one (syncHealth), so a path udev finishes later is seen then.
   void handBackUnmarkedPaths();
 
   // Helpers.
@@ -195,7 +200,7 @@ private:
   FailbackTracker failback_;
   AdaptiveController adaptive_;
   std::unique_ptr<TurChecker> checker_;
-  std::unique_ptr<UdevMonitor> monitor_;
+  std::unique_ptr<DeviceEventSource> monitor_;
   std::unique_ptr<MultipathdClient> multipathd_;
 
   struct ActiveProbe {

@@ -40,22 +40,39 @@ enum class UdevSource {
 /// @brief True when udevd is running (its control socket exists under @p runDir).
 bool udevdRunning(const std::string &runDir = "/run/udev");
 
+/// @brief Where the daemon's device events come from: a UdevMonitor, or a
+/// unit test's own feed (the kernel's netlink cannot be written to there).
+class DeviceEventSource {
+public:
+  DeviceEventSource() = default;
+  virtual ~DeviceEventSource() = default;
+  DeviceEventSource(const DeviceEventSource &) = delete;
+  DeviceEventSource &operator=(const DeviceEventSource &) = delete;
+
+  /// @brief Non-blocking; readable when events are queued.
+  [[nodiscard]] virtual int fd() const = 0;
+  /// @brief Every event queued now (never blocks).
+  virtual std::vector<DeviceEvent> receive() = 0;
+
+protected:
+  DeviceEventSource(DeviceEventSource &&) noexcept = default;
+  DeviceEventSource &operator=(DeviceEventSource &&) noexcept = default;
+};
+
 /// @brief A libudev monitor filtered to block, scsi, iscsi_session,
 /// iscsi_connection and iscsi_host. Move-only.
-class UdevMonitor {
+class UdevMonitor final : public DeviceEventSource {
 public:
   /// @throws std::system_error when the netlink socket cannot be opened.
   explicit UdevMonitor(UdevSource source);
-  ~UdevMonitor();
+  ~UdevMonitor() override;
   UdevMonitor(UdevMonitor &&) noexcept;
   UdevMonitor &operator=(UdevMonitor &&) noexcept;
   UdevMonitor(const UdevMonitor &) = delete;
   UdevMonitor &operator=(const UdevMonitor &) = delete;
 
-  /// @brief Non-blocking; readable when events are queued.
-  [[nodiscard]] int fd() const;
-  /// @brief Every event queued now (never blocks).
-  std::vector<DeviceEvent> receive();
+  [[nodiscard]] int fd() const override;
+  std::vector<DeviceEvent> receive() override;
 
 private:
   struct Handles;
