@@ -1,6 +1,7 @@
 // The whole Daemon on its real event loop, against a captured sysfs tree
 // (tests/data/sysfs/xserve, copied so that a test can change its state
-// files), a fake device-mapper and a fake TEST UNIT READY. Everything else
+// files), a fake device-mapper, a fake TEST UNIT READY and device events the
+// test sends (udev's netlink cannot be written to here). Everything else
 // is the daemon's own: its workers, timers, session poll, health engine,
 // reconciler and publication. These tests catch what the component tests
 // cannot: startup order, the loop's wiring, and the behaviour that lives in
@@ -30,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 namespace pathkeeper::daemon {
@@ -131,6 +133,33 @@ private:
   unsigned checks_ = 0;
 };
 
+/// Device events as the test sends them, in place of udev's monitor. The
+/// daemon owns it; both sides use it on the loop thread.
+class FakeDeviceEvents final : public DeviceEventSource {
+public:
+  FakeDeviceEvents() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~FakeDeviceEvents() override { ::close(fd_); }
+  FakeDeviceEvents(const FakeDeviceEvents &) = delete;
+  FakeDeviceEvents &operator=(const FakeDeviceEvents &) = delete;
+
+  [[nodiscard]] int fd() const override { return fd_; }
+  std::vector<DeviceEvent> receive() override {
+    std::uint64_t count = 0;
+    (void)!::read(fd_, &count, sizeof count);
+    return std::exchange(queued_, {});
+  }
+
+  void send(DeviceEvent event) {
+    queued_.push_back(std::move(event));
+    const std::uint64_t one = 1;
+    (void)!::write(fd_, &one, sizeof one);
+  }
+
+private:
+  int fd_;
+  std::vector<DeviceEvent> queued_;
+};
+
 std::string joined(const std::vector<std::string> &calls) {
   std::string out;
   for (const auto &call : calls) {
@@ -164,6 +193,15 @@ selector = "round-robin"
 checker_interval = "1s"
 failed_checker_interval = "1s"
 )";
+
+/// kConfig with working paths checked every @p interval (failed ones still
+/// every second).
+std::string withWorkingPathChecks(const std::string &interval) {
+  std::string config = kConfig;
+  const std::string fast = "\nchecker_interval = \"1s\"";
+  config.replace(config.find(fast), fast.size(), "\nchecker_interval = \"" + interval + "\"");
+  return config;
+}
 
 // sda and sdb are the upper controller's LU (sessions 1 and 2); sdc and sdd
 // the lower one's (sessions 3 and 4). Devices 8:0, 8:16, 8:32 and 8:48.
@@ -212,6 +250,12 @@ protected:
     o.recoveringPoll = 20ms;
     o.debounce = 20ms;
     o.turRunner = tur_.runner();
+    o.deviceEvents = [this](UdevSource source) {
+      auto events = std::make_unique<FakeDeviceEvents>();
+      events_ = events.get();
+      eventSource_ = source;
+      return events;
+    };
     return o;
   }
 
@@ -292,11 +336,49 @@ protected:
     return "";
   }
 
+  /// udev's block event for @p disk (its sysfs "dev" is @p devt), as udevd
+  /// sends it once its rules have run.
+  void sendBlockEvent(UdevEvent::Action action, const std::string &disk, const std::string &devt) {
+    DeviceEvent event;
+    event.event.action = action;
+    event.event.subsystem = "block";
+    event.event.devpath =
+        "/" + fs::relative(fs::canonical(root_ / "sys/block" / disk), root_ / "sys").string();
+    event.sysname = disk;
+    event.devtype = "disk";
+    event.devnum = devt;
+    events_->send(std::move(event));
+  }
+
+  /// The kernel's uevent for a path dm-multipath failed or reinstated on its
+  /// own (DM_ACTION), as udevd passes it on.
+  void sendDmPathEvent(const std::string &action, const std::string &map, const std::string &devt) {
+    DeviceEvent event;
+    event.event.action = UdevEvent::Action::Change;
+    event.event.subsystem = "block";
+    event.event.devpath = "/devices/virtual/block/dm-0";
+    event.sysname = "dm-0";
+    event.devtype = "disk";
+    event.devnum = "254:0";
+    event.dmAction = action;
+    event.dmPath = devt;
+    event.dmName = map;
+    events_->send(std::move(event));
+  }
+
+  std::size_t callsMatching(const std::string &call) {
+    return dm_.with([&](FakeDeviceMapper &fake) {
+      return static_cast<std::size_t>(std::count(fake.calls.begin(), fake.calls.end(), call));
+    });
+  }
+
   fs::path root_;
   LockedDeviceMapper dm_;
   FakeTur tur_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<Daemon> daemon_;
+  FakeDeviceEvents *events_ = nullptr; ///< owned by daemon_
+  std::optional<UdevSource> eventSource_;
   std::optional<StateSnapshot> published_;
 };
 
@@ -391,6 +473,58 @@ TEST_F(DaemonLoopTest, PathsUdevDidNotMarkAreHandedBackOnce) {
   for (const auto *disk : {"sdb", "sdc", "sdd"}) {
     EXPECT_EQ(uevent(disk), "") << disk;
   }
+}
+
+TEST_F(DaemonLoopTest, APathUdevProcessesLaterIsHandedBackOnItsEvent) {
+  // Checks a minute apart, so that no check result publishes (and so hands
+  // back) in the meantime: only the block event can do it.
+  useTree("xserve", withWorkingPathChecks("60s"));
+  fs::create_directories(root_ / "udev/data");
+  writeFile(root_ / "udev/control", "");
+  for (const auto *devt : {"8:0", "8:16", "8:32"}) {
+    writeFile(root_ / "udev/data" / (std::string("b") + devt),
+              "E:PATHKEEPER_ISCSI_PATH=1\nE:DM_MULTIPATH_DEVICE_PATH=1\n");
+  }
+  const fs::path sdd = root_ / "sys/block/sdd/uevent";
+  writeFile(sdd, "");
+  startDaemon();
+  ASSERT_EQ(eventSource_, UdevSource::Udev) << "udevd runs: events after its rules";
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  EXPECT_EQ(readFile(sdd), "") << "udev had not processed sdd yet";
+
+  // udev finishes sdd, unmarked (it read owned-wwids before the daemon
+  // wrote it), and sends its event.
+  writeFile(root_ / "udev/data/b8:48", "E:PATHKEEPER_ISCSI_PATH=1\n");
+  sendBlockEvent(UdevEvent::Action::Add, "sdd", "8:48");
+  ASSERT_TRUE(runUntil([&] { return readFile(sdd) == "change"; }));
+}
+
+TEST_F(DaemonLoopTest, APathTheKernelFailedIsReinstatedOnlyOnceItsCheckPasses) {
+  // dm-multipath fails a path on its own (an I/O error, or multipath -U
+  // racing scsi_dh_alua's activation) and says so in a uevent. Working
+  // paths are checked a minute apart, so only that uevent can tell the
+  // daemon in time; failed ones every second.
+  useTree("xserve", withWorkingPathChecks("60s"));
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+
+  // While its TUR fails, it stays failed ...
+  tur_.setDown("sdb", true);
+  dm_.with([](FakeDeviceMapper &fake) { fake.maps.at(kUpper).pathActive["8:16"] = false; });
+  sendDmPathEvent("PATH_FAILED", kUpper, "8:16");
+  ASSERT_TRUE(runUntil([&] { return publishedState("sdb") == "down"; })) << publishedState("sdb");
+  const unsigned checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 4; }));
+  EXPECT_FALSE(activeInDm(kUpper, "8:16"));
+  EXPECT_EQ(callsMatching(std::string("message ") + kUpper + " reinstate_path 8:16"), 0U);
+
+  // ... and once it passes, the daemon reinstates it.
+  tur_.setDown("sdb", false);
+  ASSERT_TRUE(runUntil([&] { return activeInDm(kUpper, "8:16"); }));
+  EXPECT_EQ(callsMatching(std::string("message ") + kUpper + " reinstate_path 8:16"), 1U);
+  ASSERT_TRUE(runUntil([&] { return publishedState("sdb") == "up"; })) << publishedState("sdb");
+  EXPECT_TRUE(activeInDm(kUpper, "8:0")) << "the other path is untouched";
 }
 
 TEST_F(DaemonLoopTest, NoUeventsWhereTheRuleDidNotRun) {
