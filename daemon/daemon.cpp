@@ -1262,7 +1262,7 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
                  {{"MAP", action.map}, {"WWID", action.uuid.substr(kMultipathUuidPrefix.size())}},
                  log::id::kMapCreated);
     } else if (action.kind == ActionKind::Reload) {
-      // "I/O held": suspend to the resume ioctl's return, what new I/O
+      // "I/O held": the resume ioctl (suspend, swap, resume), what new I/O
       // waited; the total adds loading the table. udev's processing comes
       // after, once for the whole pass (applyActions' udev batch).
       log::write(log::Level::Notice,

@@ -27,42 +27,34 @@ std::string DmTargetLine::str() const {
 std::chrono::microseconds DeviceMapper::reload(const std::string &name, std::uint64_t sizeSectors,
                                                const std::string &params) {
   load(name, sizeSectors, params);
-  const auto suspended = std::chrono::steady_clock::now();
+  const auto started = std::chrono::steady_clock::now();
   try {
-    suspend(name);
+    // One ioctl: with a table waiting in the inactive slot, the kernel
+    // suspends the map (noflush), swaps the tables and resumes it before
+    // returning (dm-ioctl's do_resume), as multipathd reloads too. No
+    // moment exists at which a kill -9 of this process leaves the map
+    // suspended; a signal during the suspend's drain makes the kernel
+    // abandon the swap and keep the old table running.
+    resume(name);
   } catch (...) {
-    // The old table is still live; do not leave the new one waiting in the
-    // inactive slot, where a later plain resume would swap it in unasked.
+    // The swap failed: the kernel dropped the new table, but can leave the
+    // map suspended on the old one. Clear the inactive slot first (had the
+    // ioctl failed before taking the table, a retry would swap it in
+    // unasked), then resume, twice if need be.
     try {
       clearInactive(name);
     } catch (...) {
     }
-    // A suspend that failed half-way (e.g. interrupted while flushing) can
-    // still leave the map suspended.
-    try {
-      resume(name);
-    } catch (...) {
-    }
-    throw;
-  }
-  try {
-    resume(name);
-  } catch (...) {
-    // The swap failed; the kernel keeps the old table but may leave the
-    // map suspended. Resume again; if that fails as well, the inactive
-    // table is the likely culprit: drop it and try once more.
-    try {
-      resume(name);
-    } catch (...) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
       try {
-        clearInactive(name);
         resume(name);
+        break;
       } catch (...) {
       }
     }
     throw;
   }
-  return std::chrono::duration_cast<std::chrono::microseconds>(resumeReturned() - suspended);
+  return std::chrono::duration_cast<std::chrono::microseconds>(resumeReturned() - started);
 }
 
 SuspendGuard::SuspendGuard(DeviceMapper &dm, std::string name,

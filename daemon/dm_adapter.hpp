@@ -87,17 +87,18 @@ public:
   /// @brief Sends a target message (sector 0), e.g. "fail_path 8:16".
   virtual void message(const std::string &name, const std::string &text) = 0;
 
-  /// @brief Replaces the live table: load, suspend, resume.
+  /// @brief Replaces the live table: load, then one resume, in which the
+  /// kernel suspends the map (noflush), swaps the tables and resumes it, so
+  /// that killing the process can never leave the map suspended.
   /// Failure semantics, in every case the map is left resumed (when the
   /// kernel lets us) and the exception of the first failure is rethrown:
   /// - load fails: nothing changed, the old table stays live;
-  /// - suspend fails: the inactive table is cleared, the old table stays live;
-  /// - resume (the table swap) fails: the kernel can leave the map suspended
-  ///   with the old table; it is resumed again, after clearing the inactive
-  ///   table if the retry fails too.
-  /// Returns how long the map was held suspended: from the suspend call to
-  /// the return of the resume ioctl (resumeReturned()), udev's processing
-  /// of the resume not included; new I/O waits that long.
+  /// - the resume (the swap) fails: the kernel keeps the old table, and can
+  ///   leave the map suspended; the inactive slot is cleared and the map
+  ///   resumed, with one retry.
+  /// Returns how long new I/O waited: from the resume call to the return of
+  /// its ioctl (resumeReturned()), the suspend's drain of the I/O in flight
+  /// included, udev's processing of the resume not.
   std::chrono::microseconds reload(const std::string &name, std::uint64_t sizeSectors,
                                    const std::string &params);
 
