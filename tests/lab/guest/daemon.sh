@@ -204,7 +204,9 @@ pd_flapping() {
     sleep 5
     lab_check "$sd stays failed in dm although its session is up" pd_dm_is xserve-upper "$dev" F
     lab_wait 90 "$sd back in service after a stable hold-down" pd_dm_is xserve-upper "$dev" A
-    lab_check "$sd is up and no longer shaky" test "$(pd_path_field "$sd" state)/$(pd_path_field "$sd" shaky)" = up/false
+    # The state file follows dm by the publication's debounce.
+    lab_wait 10 "$sd is up and no longer shaky" \
+        eval '[[ $(pd_path_field "$sd" state)/$(pd_path_field "$sd" shaky) == up/false ]]'
 }
 
 # A broken config on SIGHUP is refused and the old one keeps running.

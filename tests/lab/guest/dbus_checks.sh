@@ -185,7 +185,9 @@ dc_run() {
     lab_step "dbus 4: export multipath-conf; multipathd 0.9.4 builds the same maps"
     lab_check "pathkeeperd exits on SIGTERM" pd_stop
     lab_save pathkeeperd.log "$PD_LOG"
-    dmsetup remove xserve-upper xserve-lower || true
+    # udev may still be reading a map after step 3's path events (blkid).
+    udevadm settle
+    dmsetup remove --retry xserve-upper xserve-lower || true
     lab_wait 10 "no multipath map left" dc_no_maps
     conf=$LAB_RUN/exported-multipath.conf
     plan=$LAB_RUN/dc-plan.json

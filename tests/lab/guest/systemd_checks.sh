@@ -155,7 +155,11 @@ sy_run() {
     # in: no map yet, udev has seen every path, and none of their WWIDs is
     # listed. (While a map holds a path, multipath-tools' 60-multipath.rules
     # marks it on any uevent: multipath -u sees the dm holder.)
-    lab_check "remove both maps (idle, the daemon is stopped)" dmsetup remove xserve-upper xserve-lower
+    # The round trip's close of xserve-lower set udev's watch going (blkid
+    # opens the map): let it finish, and retry through any open.
+    udevadm settle
+    lab_check "remove both maps (idle, the daemon is stopped)" \
+        dmsetup remove --retry xserve-upper xserve-lower
     mv /var/lib/pathkeeper/owned-wwids /var/lib/pathkeeper/owned-wwids.step4
     udevadm trigger --action=change --settle $(ini_paths | awk '{print "/dev/" $1}')
     for p in $(ini_paths | awk '{print $1}'); do
