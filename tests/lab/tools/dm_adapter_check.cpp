@@ -239,6 +239,7 @@ int run(const std::string &sdA, const std::string &sdB) {
               statusPath(status, b).active,
           "status shows " + a.devt.str() + " F with fail count 1, " + b.devt.str() + " A");
     check(eventNrAbove(dm, before), "fail_path raised the map's event counter");
+    const auto after = mustInfo(dm).eventNr;
     failing.usable = {{a.devt, true}, {b.devt, true}};
     plan = reconcile(dm, failing);
     check(plan.actions.size() == 1 && plan.actions[0].message == "reinstate_path " + a.devt.str(),
@@ -246,6 +247,9 @@ int run(const std::string &sdA, const std::string &sdB) {
     status = mustStatus(dm);
     check(statusPath(status, a).active && statusPath(status, a).failCount == 1,
           "status shows " + a.devt.str() + " A again, fail count still 1");
+    // dm-mpath raises the reinstate's event from a work item: wait for it,
+    // or step 5 could see the counter move under it.
+    check(eventNrAbove(dm, after), "reinstate_path raised the map's event counter");
   }
 
   // 5. restart adoption: a fresh reconcile (as after a daemon restart) keeps
