@@ -21,6 +21,18 @@ fault_portal_blackhole() {
     net_ns iptables -w -I OUTPUT -s "$1" -p tcp --sport 3260 -j DROP
 }
 
+# The first stage of a portal's outage: it stops answering new connections
+# (SYNs to port 3260), while established sessions still carry their traffic.
+fault_portal_refuse_new() {
+    lab_log "fault: portal $1 refuses new connections"
+    net_ns iptables -w -I INPUT -d "$1" -p tcp --dport 3260 --syn -j DROP
+}
+
+fault_portal_accept_new() {
+    lab_log "fault: portal $1 accepts new connections again"
+    net_ns iptables -w -D INPUT -d "$1" -p tcp --dport 3260 --syn -j DROP
+}
+
 fault_portal_restore() {
     lab_log "fault: portal $1 restored"
     net_ns iptables -w -D INPUT -d "$1" -p tcp --dport 3260 -j DROP
