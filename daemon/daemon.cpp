@@ -632,7 +632,7 @@ void Daemon::onCheckerResults() {
   rearmHealthTimer();
   // A state change went out through apply(); what is left (the check's
   // verdict text and latency) can wait for the slow lane.
-  requestPublish(kQuietPublish);
+  requestPublish(options_.quietPublish);
 }
 
 void Daemon::onHealthTimer() {
@@ -641,7 +641,7 @@ void Daemon::onHealthTimer() {
   startDueChecks(now);
   runFailback(now);
   rearmHealthTimer();
-  requestPublish(kQuietPublish);
+  requestPublish(options_.quietPublish);
 }
 
 void Daemon::startDueChecks(Clock::time_point now) {
@@ -1766,13 +1766,11 @@ void Daemon::publish() {
   publishAt_.reset();
   StateSnapshot snap = snapshot();
   if (lastPublished_) {
-    // Check latencies move at most every kLatencyHold: at 1000 paths some
-    // path's TUR is slower or faster than the last by a third every few
-    // milliseconds under load, and each move re-renders everything.
-    constexpr std::chrono::seconds kLatencyHold{10};
+    // Check latencies move at most every latencyHold: each move re-renders
+    // everything and sends PropertiesChanged.
     const auto now = Clock::now();
     if (holdLatencyJitter(snap, *lastPublished_, now < nextLatencyMove_)) {
-      nextLatencyMove_ = now + kLatencyHold;
+      nextLatencyMove_ = now + options_.latencyHold;
     }
     if (snap == *lastPublished_) {
       return; // most check results change nothing that is published

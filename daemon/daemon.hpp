@@ -64,6 +64,14 @@ struct DaemonOptions {
   /// waits for, and there are few of them, so this costs little at scale.
   std::chrono::milliseconds recoveringPoll{100};
   std::chrono::milliseconds debounce{150};
+  /// What only the checks' verdict texts and latencies changed is published
+  /// this long after it (the slow lane); state changes go out at the
+  /// debounce and take such changes along.
+  std::chrono::milliseconds quietPublish{2000};
+  /// Once a check latency has moved in what is published, further moves
+  /// wait this long: at 1000 paths some TUR is a third slower or faster
+  /// than the last every few milliseconds under load.
+  std::chrono::milliseconds latencyHold{10000};
   /// What sends TEST UNIT READY; the unit tests pass a fake, since the real
   /// one needs SCSI devices.
   TurRunner turRunner = runTestUnitReady;
@@ -165,8 +173,6 @@ private:
   /// @brief Publishes after @p delay (the debounce by default), or sooner
   /// when an earlier request is pending.
   void requestPublish(std::optional<std::chrono::milliseconds> delay = std::nullopt);
-  /// What only the checks' verdict texts and latencies changed waits this long.
-  static constexpr std::chrono::milliseconds kQuietPublish{2000};
   void publish();
   void writeStateFile(const StateSnapshot &snap) const;
   void syncOwnedWwids();

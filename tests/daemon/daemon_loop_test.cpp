@@ -13,22 +13,27 @@
 
 #include "daemon.hpp"
 
+#include "closing_portal.hpp"
 #include "fake_device_mapper.hpp"
 #include "text.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/eventfd.h>
@@ -114,13 +119,31 @@ public:
     std::lock_guard lock(mutex_);
     return checks_;
   }
+  /// How many checks of @p device have completed.
+  unsigned checksOf(const std::string &device) {
+    std::lock_guard lock(mutex_);
+    return completed_[device];
+  }
+  /// Each check of @p device answers after @p delay from now on.
+  void setDelay(const std::string &device, std::chrono::milliseconds delay) {
+    std::lock_guard lock(mutex_);
+    delays_[device] = delay;
+  }
 
   TurRunner runner() {
     return [this](const std::string &devnode, std::chrono::milliseconds) {
+      const std::string device = fs::path(devnode).filename().string();
+      std::chrono::milliseconds delay{0};
+      {
+        std::lock_guard lock(mutex_);
+        ++checks_;
+        delay = delays_[device];
+      }
+      std::this_thread::sleep_for(delay); // a slow target, on the checker's worker
       std::lock_guard lock(mutex_);
-      ++checks_;
+      ++completed_[device];
       SgIoOutcome outcome;
-      if (down_.contains(fs::path(devnode).filename().string())) {
+      if (down_.contains(device)) {
         outcome.hostStatus = 0x01; // DID_NO_CONNECT
       }
       return outcome;
@@ -130,6 +153,8 @@ public:
 private:
   std::mutex mutex_;
   std::set<std::string> down_;
+  std::map<std::string, std::chrono::milliseconds> delays_;
+  std::map<std::string, unsigned> completed_;
   unsigned checks_ = 0;
 };
 
@@ -249,6 +274,8 @@ protected:
     o.sessionPoll = 100ms;
     o.recoveringPoll = 20ms;
     o.debounce = 20ms;
+    o.quietPublish = quietPublish_;
+    o.latencyHold = latencyHold_;
     o.turRunner = tur_.runner();
     o.deviceEvents = [this](UdevSource source) {
       auto events = std::make_unique<FakeDeviceEvents>();
@@ -267,7 +294,11 @@ protected:
     loop_ = std::make_unique<EventLoop>();
     daemon_ = std::make_unique<Daemon>(*loop_, options(), dm_);
     published_.reset();
-    daemon_->onPublish([this](const StateSnapshot &snap) { published_ = snap; });
+    publications_ = 0;
+    daemon_->onPublish([this](const StateSnapshot &snap) {
+      published_ = snap;
+      ++publications_;
+    });
     daemon_->start();
   }
 
@@ -366,6 +397,18 @@ protected:
     events_->send(std::move(event));
   }
 
+  /// The published latency of @p device's last check in µs (-1: none yet).
+  std::int64_t publishedLatency(const std::string &device) const {
+    if (published_) {
+      for (const auto &path : published_->paths) {
+        if (path.device == device) {
+          return path.latencyUs;
+        }
+      }
+    }
+    return -1;
+  }
+
   std::size_t callsMatching(const std::string &call) {
     return dm_.with([&](FakeDeviceMapper &fake) {
       return static_cast<std::size_t>(std::count(fake.calls.begin(), fake.calls.end(), call));
@@ -380,6 +423,9 @@ protected:
   FakeDeviceEvents *events_ = nullptr; ///< owned by daemon_
   std::optional<UdevSource> eventSource_;
   std::optional<StateSnapshot> published_;
+  unsigned publications_ = 0; ///< snapshots handed out since startDaemon()
+  std::chrono::milliseconds quietPublish_ = DaemonOptions{}.quietPublish;
+  std::chrono::milliseconds latencyHold_ = DaemonOptions{}.latencyHold;
 };
 
 TEST_F(DaemonLoopTest, StartupCreatesOneMapPerControllerAndPublishes) {
@@ -646,6 +692,121 @@ TEST_F(DaemonLoopTest, AdminFailIsHeldUntilTheAdminReinstates) {
   ASSERT_TRUE(runUntil([&] { return activeInDm(kLower, "8:48"); }));
 
   EXPECT_FALSE(daemon_->failPath("sdz").has_value());
+}
+
+TEST_F(DaemonLoopTest, CheckOnlyChangesWaitForTheSlowLaneAndGoOutWithTheNextStateChange) {
+  // A slow lane an hour long, and every latency move publishable at once:
+  // only a state change can publish in this test.
+  quietPublish_ = 1h;
+  latencyHold_ = 0ms;
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  const unsigned published = publications_;
+
+  // sdb's target answers 30 ms later from now on: its check latency moves
+  // far beyond any jitter, and nothing else changes.
+  tur_.setDelay("sdb", 30ms);
+  const unsigned checked = tur_.checksOf("sdb");
+  ASSERT_TRUE(runUntil([&] { return tur_.checksOf("sdb") >= checked + 3; }));
+  EXPECT_EQ(publications_, published) << "a check-only change went out before the slow lane";
+  EXPECT_LT(publishedLatency("sdb"), 30000);
+
+  // A state change goes out at the debounce, and the held latency with it.
+  ASSERT_TRUE(daemon_->failPath("sdd").has_value());
+  ASSERT_TRUE(runUntil([&] { return publications_ > published; }));
+  EXPECT_GE(publishedLatency("sdb"), 30000);
+}
+
+TEST_F(DaemonLoopTest, OnceACheckLatencyMovesTheNextMovesWaitForTheHold) {
+  // Check-only changes go out at once here; a latency move holds the next
+  // ones for an hour.
+  quietPublish_ = 20ms;
+  latencyHold_ = 1h;
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  // Every path's first latency is out (a first one is never held).
+  const std::vector<std::string> disks{"sda", "sdb", "sdc", "sdd"};
+  ASSERT_TRUE(runUntil([&] {
+    return std::all_of(disks.begin(), disks.end(),
+                       [&](const std::string &d) { return publishedLatency(d) >= 0; });
+  }));
+  std::map<std::string, std::int64_t> first;
+  for (const auto &d : disks) {
+    first[d] = publishedLatency(d);
+  }
+
+  // sdb slows down by 40 ms. Its move goes out, unless a wobble of another
+  // path's went out first and started the hold: either way one did.
+  tur_.setDelay("sdb", 40ms);
+  ASSERT_TRUE(runUntil([&] {
+    return std::any_of(disks.begin(), disks.end(),
+                       [&](const std::string &d) { return publishedLatency(d) != first[d]; });
+  }));
+  std::map<std::string, std::int64_t> held;
+  for (const auto &d : disks) {
+    held[d] = publishedLatency(d);
+  }
+
+  // Now sdc slows down and sdb recovers: both moves are held, although
+  // check-only changes go out within 20 ms and a state change publishes.
+  tur_.setDelay("sdc", 40ms);
+  tur_.setDelay("sdb", 0ms);
+  const unsigned sdb = tur_.checksOf("sdb");
+  const unsigned sdc = tur_.checksOf("sdc");
+  ASSERT_TRUE(
+      runUntil([&] { return tur_.checksOf("sdb") >= sdb + 3 && tur_.checksOf("sdc") >= sdc + 3; }));
+  const unsigned published = publications_;
+  ASSERT_TRUE(daemon_->failPath("sdd").has_value());
+  ASSERT_TRUE(runUntil([&] { return publications_ > published; }));
+  EXPECT_LT(publishedLatency("sdc"), 40000) << "sdc's move went out during the hold";
+  for (const auto &d : disks) {
+    EXPECT_EQ(publishedLatency(d), held[d]) << d;
+  }
+}
+
+TEST_F(DaemonLoopTest, ReloadWithNewProbeSettingsProbesAtOnceAndKeepsTheNewInterval) {
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "a probe bound to lo needs CAP_NET_RAW (SO_BINDTODEVICE)";
+  }
+  fakes::ClosingPortal portal;
+  const auto config = [&](const std::string &interval) {
+    return kConfig + fmt::format(R"(
+[discovery]
+portals = ["127.0.0.1:{}"]
+nics = ["lo"]
+initiator_name = "iqn.2026-11.org.pathkeeper:loop-test"
+probe_timeout = "1s"
+probe_interval = "{}"
+)",
+                                 portal.port(), interval);
+  };
+  useTree("xserve", config("1h"));
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  ASSERT_TRUE(runUntil([&] { return portal.connections() >= 1; })) << "the startup probe";
+  // The next round is an hour away: none comes while every path is
+  // checked twice more.
+  const unsigned rounds = portal.connections();
+  unsigned checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 8; }));
+  EXPECT_EQ(portal.connections(), rounds);
+
+  // A reload with a 1 s interval probes at once ...
+  writeFile(root_ / "pathkeeper.conf", config("1s"));
+  ASSERT_TRUE(daemon_->reconfigure().has_value());
+  ASSERT_TRUE(runUntil([&] { return portal.connections() >= rounds + 1; }));
+  // ... and then every second: two more rounds.
+  ASSERT_TRUE(runUntil([&] { return portal.connections() >= rounds + 3; }));
+
+  // "0s" stops the periodic probes: at most the round the reload starts.
+  writeFile(root_ / "pathkeeper.conf", config("0s"));
+  ASSERT_TRUE(daemon_->reconfigure().has_value());
+  checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 4; }));
+  const unsigned stopped = portal.connections();
+  checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 12; }));
+  EXPECT_EQ(portal.connections(), stopped) << "periodic probes after probe_interval = \"0s\"";
 }
 
 TEST_F(DaemonLoopTest, BrokenConfigOnReloadKeepsTheOldOne) {
