@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -38,10 +39,15 @@ constexpr std::size_t kMaxTargetsPerReply = 4096;
 // unknown key in a text reply), so they are escaped like any network text.
 std::string libiscsiError(iscsi_context *context) {
   const char *message = context ? iscsi_get_error(context) : nullptr;
-  if (!message || !*message) {
+  std::string_view text = message ? message : "";
+  // Some of them end in a newline, which a log line does not want.
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+    text.remove_suffix(1);
+  }
+  if (text.empty()) {
     return "unknown libiscsi error";
   }
-  std::string quoted = selector::printableQuoted(message, 200);
+  std::string quoted = selector::printableQuoted(text, 200);
   return quoted.substr(1, quoted.rfind('"') - 1) + (quoted.back() == '"' ? "" : "...");
 }
 
@@ -138,6 +144,19 @@ struct IscsiDiscovery::Probe {
   }
 
   void failWith(const std::string &message) { finish(fail(where() + ": " + message)); }
+
+  // iscsi_service() fails when the connection breaks: the portal closed it
+  // (a read of 0 bytes, POLLHUP) or the network reset it. libiscsi would
+  // then reconnect, which start() turned off, and all it says is that it
+  // "Can not reconnect right now"; what an admin needs is that the
+  // connection was lost, and at which step.
+  void failServiceError() {
+    const std::string text = libiscsiError(context.get());
+    if (text.find("Can not reconnect") != std::string::npos) {
+      return failWith("the connection was lost (" + std::string(stageName()) + ")");
+    }
+    failWith(text + " (" + std::string(stageName()) + ")");
+  }
 
   void failTimedOut() {
     finish(fail(where() + " did not answer within " + seconds(request.timeout) + " (" +
@@ -355,7 +374,7 @@ void IscsiDiscovery::service(short revents) {
     return;
   }
   if (iscsi_service(probe_->context.get(), revents) != 0) {
-    probe_->failWith(libiscsiError(probe_->context.get()));
+    probe_->failServiceError();
   }
   probe_->closeIfDone();
 }
@@ -376,7 +395,7 @@ void IscsiDiscovery::tick(Clock::time_point now) {
       probe.failTimedOut();
     }
   } else if (fd() >= 0 && iscsi_service(probe.context.get(), 0) != 0) {
-    probe.failWith(libiscsiError(probe.context.get()));
+    probe.failServiceError();
   }
   probe.closeIfDone();
 }

@@ -1,7 +1,10 @@
 // What the discovery adapter decides before it touches the network: the
-// probe's initiator name, and requests it must refuse outright. The
+// probe's initiator name, and requests it must refuse outright; and how it
+// reports a portal that closes the connection (a listener on loopback). The
 // exchanges with a real target are in tests/host/.
 #include "iscsi_discovery.hpp"
+
+#include "closing_portal.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,6 +12,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <string>
+
+#include <poll.h>
 
 namespace pathkeeper::daemon {
 namespace {
@@ -97,6 +103,30 @@ TEST(IscsiDiscoveryRequest, RefusesANonPositiveTimeout) {
   auto request = goodRequest();
   request.timeout = std::chrono::milliseconds(0);
   expectRefused(request, "timeout must be positive");
+}
+
+TEST(IscsiDiscoveryProbe, APortalThatClosesTheConnectionIsReportedAsLostAtItsStep) {
+  fakes::ClosingPortal portal;
+  DiscoveryRequest request = goodRequest();
+  request.portal = {"127.0.0.1", portal.port(), 1};
+  IscsiDiscovery probe(request, Clock::now());
+  // The probe's loop, with the portal accepting (and closing) in between.
+  // The limit only keeps a broken probe from hanging the test.
+  const auto limit = Clock::now() + std::chrono::seconds(30);
+  while (!probe.done() && Clock::now() < limit) {
+    portal.connections();
+    pollfd fd{probe.fd(), probe.events(), 0};
+    ASSERT_GE(::poll(&fd, 1, 10), 0);
+    if (fd.revents != 0) {
+      probe.service(fd.revents);
+    }
+    probe.tick(Clock::now());
+  }
+  ASSERT_TRUE(probe.done());
+  ASSERT_FALSE(probe.result());
+  EXPECT_EQ(probe.result().error(), "portal 127.0.0.1:" + std::to_string(portal.port()) +
+                                        ": the connection was lost (connected, no login response)");
+  EXPECT_EQ(portal.connections(), 1U) << "a probe never reconnects";
 }
 
 } // namespace
