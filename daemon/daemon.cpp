@@ -51,6 +51,11 @@ struct Daemon::MapState {
 
 namespace {
 
+/// Which device a path name stands for now: the kernel reuses sdX names.
+std::string identityOf(const InventoryPath &path) {
+  return path.path.devt.str() + " " + path.path.wwid;
+}
+
 // The first line of a sysfs attribute; "" when it cannot be read. One
 // open and one read, no stream: the loop reads thousands of these a minute
 // at 1000 paths (session and device states, I/O counters).
@@ -564,6 +569,16 @@ void Daemon::syncHealth(const std::vector<std::string> &changed, Clock::time_poi
   for (const auto &device : changed) {
     const InventoryPath *path = pathByDevice(device);
     const bool known = health_.state(device).has_value();
+    // The admin failed a device, not a name: once it is gone, or its name
+    // belongs to another LU, nothing is held (and nobody could release it).
+    if (auto hold = adminFailed_.find(device);
+        hold != adminFailed_.end() && (path == nullptr || identityOf(*path) != hold->second)) {
+      log::notice(fmt::format("path {}: the admin's hold ends: {}", device,
+                              path == nullptr ? "the device is gone"
+                                              : "the name now belongs to another device"),
+                  {{"PATH", device}});
+      adminFailed_.erase(hold);
+    }
     if (path == nullptr) {
       if (known) {
         log::info(fmt::format("path {} removed", device), {{"PATH", device}});
@@ -710,7 +725,7 @@ Expected<void> Daemon::failPath(const std::string &device) {
   if (mapOfDevice(device).empty()) {
     return pathkeeper::fail("path " + device + " is in no map");
   }
-  adminFailed_.insert(device);
+  adminFailed_[device] = identityOf(*pathByDevice(device));
   log::write(log::Level::Notice,
              fmt::format("path {}: failed by the admin; held until reinstated", device),
              {{"PATH", device}, {"MAP", mapOfDevice(device)}}, log::id::kPathFailed);

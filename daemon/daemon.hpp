@@ -230,9 +230,12 @@ private:
 
   std::map<std::string, MapState> maps_; ///< by alias
   std::vector<std::string> planWarnings_;
-  std::set<std::string> announced_;   ///< maps logged as created or adopted
-  std::set<std::string> adminFailed_; ///< paths failed by FailPath, held until ReinstatePath
-  DmEchoFilter echoes_;               ///< our messages whose dm events are still due
+  std::set<std::string> announced_; ///< maps logged as created or adopted
+  /// Paths failed by FailPath, held until ReinstatePath: device -> the
+  /// identity (devt, WWID) of the device the admin failed. The kernel reuses
+  /// sdX names, so a hold ends with its device (syncHealth).
+  std::map<std::string, std::string> adminFailed_;
+  DmEchoFilter echoes_; ///< our messages whose dm events are still due
   std::map<std::string, selector::SelectorKind> selectorOverrides_; ///< SetSelector, by alias
   std::vector<std::function<void(const StateSnapshot &)>> listeners_;
   std::optional<StateSnapshot> lastPublished_; ///< what publish() last handed out

@@ -694,6 +694,38 @@ TEST_F(DaemonLoopTest, AdminFailIsHeldUntilTheAdminReinstates) {
   EXPECT_FALSE(daemon_->failPath("sdz").has_value());
 }
 
+TEST_F(DaemonLoopTest, AnAdminHoldEndsWithTheDeviceItWasOn) {
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  ASSERT_TRUE(daemon_->failPath("sdd").has_value());
+  ASSERT_TRUE(runUntil([&] { return !activeInDm(kLower, "8:48"); }));
+  const std::string failCall = std::string("message ") + kLower + " fail_path 8:48";
+  ASSERT_EQ(callsMatching(failCall), 1U);
+
+  // sdd goes (its LU unmapped, its session logged out), and the map is
+  // reloaded without it.
+  sendBlockEvent(UdevEvent::Action::Remove, "sdd", "8:48");
+  ASSERT_TRUE(runUntil([&] {
+    return mapHolding("sdd").empty() && dm_.with([](FakeDeviceMapper &fake) {
+      return !fake.maps.at(kLower).pathActive.contains("8:48");
+    });
+  }));
+
+  // The kernel gives the name to the next disk, here the same LU again.
+  // Nobody failed this one: it must go into service, and stay there.
+  sendBlockEvent(UdevEvent::Action::Add, "sdd", "8:48");
+  ASSERT_TRUE(
+      runUntil([&] { return activeInDm(kLower, "8:48") && publishedState("sdd") == "up"; }));
+  const unsigned checks = tur_.checksOf("sdd");
+  ASSERT_TRUE(runUntil([&] { return tur_.checksOf("sdd") >= checks + 3; }));
+  EXPECT_TRUE(activeInDm(kLower, "8:48"));
+  EXPECT_EQ(callsMatching(failCall), 1U) << "only the admin's own fail_path";
+  ASSERT_TRUE(published_.has_value());
+  for (const auto &path : published_->paths) {
+    EXPECT_EQ(path.note.find("failed by the admin"), std::string::npos) << path.device;
+  }
+}
+
 TEST_F(DaemonLoopTest, CheckOnlyChangesWaitForTheSlowLaneAndGoOutWithTheNextStateChange) {
   // A slow lane an hour long, and every latency move publishable at once:
   // only a state change can publish in this test.
