@@ -652,7 +652,7 @@ void Daemon::onCheckerResults() {
 
 void Daemon::onHealthTimer() {
   const auto now = Clock::now();
-  apply(health_.tick(now));
+  apply(health_.tick(now, checker_->queued()));
   startDueChecks(now);
   runFailback(now);
   rearmHealthTimer();
@@ -666,6 +666,10 @@ void Daemon::startDueChecks(Clock::time_point now) {
     request.device = device;
     request.devnode = (options_.devRoot / device).string();
     request.timeout = config_.defaults.health.checkerTimeout;
+    // A silent portal hangs every TUR through its session: one at a time.
+    if (const InventoryPath *path = pathByDevice(device); path && path->path.sessionId >= 0) {
+      request.group = fmt::format("session{}", path->path.sessionId);
+    }
     checker_->submit(std::move(request));
   }
 }

@@ -456,10 +456,15 @@ HealthTracker::Decisions HealthTracker::probeResult(const std::string &netdev,
   return decisions;
 }
 
-HealthTracker::Decisions HealthTracker::tick(TimePoint now) {
+HealthTracker::Decisions HealthTracker::tick(TimePoint now, const std::set<std::string> &queued) {
   Decisions decisions;
   for (auto &[device, entry] : paths_) {
     Decisions one;
+    if (entry.inFlight && queued.contains(device)) {
+      // Waiting for a worker says nothing about the path: a dead portal's
+      // hung checks must not fail the paths queued behind them.
+      entry.checkStarted = now;
+    }
     if (entry.inFlight && now >= entry.checkStarted + 2 * settings_.checkerTimeout) {
       const auto waited =
           std::chrono::duration_cast<std::chrono::microseconds>(now - entry.checkStarted);

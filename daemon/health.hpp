@@ -65,6 +65,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -202,8 +203,11 @@ public:
                                              const selector::Portal &portal) const;
 
   /// @brief Timer work: releases shaky paths whose hold-down is over and
-  /// times out checks that never reported.
-  Decisions tick(TimePoint now);
+  /// times out checks that have not reported within twice checker_timeout of
+  /// starting. A check in @p queued (the checker's queue: no worker has
+  /// taken it, e.g. behind a hung check of its session) has not started: it
+  /// is never timed out, and its wait starts again from @p now.
+  Decisions tick(TimePoint now, const std::set<std::string> &queued = {});
 
   /// @brief Devices whose check is due at @p now, sorted by name.
   [[nodiscard]] std::vector<std::string> dueChecks(TimePoint now) const;

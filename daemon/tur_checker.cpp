@@ -397,6 +397,7 @@ struct Waiter {
 struct Check {
   std::string device;
   std::string devnode;
+  std::string group;
   milliseconds timeout{0};
   std::vector<Waiter> waiters;
   bool running = false;
@@ -458,7 +459,16 @@ struct TurChecker::State {
   std::list<Worker> workers; // stable addresses; only grows until destruction
   unsigned liveWorkers = 0;
   unsigned hungWorkers = 0;
+  std::map<std::string, unsigned, std::less<>> hungGroups; // group -> its hung checks
   std::thread watchdog;
+
+  // Caller holds the mutex. The first queued check that may start: none of
+  // its group is hung in the kernel.
+  std::deque<std::shared_ptr<Check>>::iterator runnable() {
+    return std::find_if(queue.begin(), queue.end(), [&](const std::shared_ptr<Check> &check) {
+      return check->group.empty() || !hungGroups.contains(check->group);
+    });
+  }
 
   // Caller holds the mutex.
   void signal() {
@@ -498,13 +508,14 @@ struct TurChecker::State {
     std::unique_lock lock(mutex);
     for (;;) {
       workReady.wait(lock, [&] {
-        return stopping || !queue.empty() || liveWorkers > targetWorkers + hungWorkers;
+        return stopping || runnable() != queue.end() || liveWorkers > targetWorkers + hungWorkers;
       });
       if (stopping || liveWorkers > targetWorkers + hungWorkers) {
         break;
       }
-      auto check = std::move(queue.front());
-      queue.pop_front();
+      const auto next = runnable();
+      auto check = std::move(*next);
+      queue.erase(next);
       check->running = true;
       check->deadline = Clock::now() + check->timeout + grace;
       self.current = check;
@@ -520,8 +531,14 @@ struct TurChecker::State {
         active.erase(it);
       }
       if (check->hung) {
-        // Already answered with Timeout; this outcome is stale.
+        // Already answered with Timeout; this outcome is stale. The group's
+        // waiting checks may run now.
         --hungWorkers;
+        if (auto group = hungGroups.find(check->group);
+            group != hungGroups.end() && --group->second == 0) {
+          hungGroups.erase(group);
+          workReady.notify_all();
+        }
       } else {
         answer(*check, verdict, Clock::now());
       }
@@ -542,11 +559,19 @@ struct TurChecker::State {
           check->hung = true;
           check->hungSince = now;
           ++hungWorkers;
+          if (!check->group.empty()) {
+            ++hungGroups[check->group];
+          }
           answer(*check,
                  verdict(TurStatus::Timeout,
                          fmt::format("no answer within {} ms; the kernel still holds "
-                                     "the command",
-                                     (check->timeout + grace).count())),
+                                     "the command{}",
+                                     (check->timeout + grace).count(),
+                                     check->group.empty()
+                                         ? std::string{}
+                                         : fmt::format(" (the other checks through {} wait "
+                                                       "until it lets go)",
+                                                       check->group))),
                  now);
           if (hungWorkers <= kMaxHungWorkers) {
             try {
@@ -633,6 +658,7 @@ void TurChecker::submit(TurCheckRequest request) {
   auto check = std::make_shared<Check>();
   check->device = request.device;
   check->devnode = std::move(request.devnode);
+  check->group = std::move(request.group);
   check->timeout = request.timeout;
   check->waiters.push_back(Waiter{request.cookie, now});
   state_->active.emplace(std::move(request.device), check);
@@ -653,6 +679,15 @@ std::vector<TurCheckResult> TurChecker::drain() {
   [[maybe_unused]] const auto got = ::read(state_->eventFd.get(), &count, sizeof(count));
   results.swap(state_->done);
   return results;
+}
+
+std::set<std::string> TurChecker::queued() const {
+  std::lock_guard lock(state_->mutex);
+  std::set<std::string> devices;
+  for (const auto &check : state_->queue) {
+    devices.insert(check->device);
+  }
+  return devices;
 }
 
 std::size_t TurChecker::inFlight() const {

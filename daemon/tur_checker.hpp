@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,6 +95,10 @@ struct TurCheckRequest {
   std::string devnode; ///< the node to open, e.g. "/dev/sdb"
   std::chrono::milliseconds timeout{30000}; ///< SG_IO's timeout for one attempt
   std::uint64_t cookie = 0;                 ///< the caller's tag, handed back unchanged
+  /// Checks that share a transport, e.g. "session3": while one of them is
+  /// hung in the kernel, the others of the group wait in the queue instead
+  /// of taking workers to hang the same way. Empty: no group.
+  std::string group;
 };
 
 /// @brief One check's outcome.
@@ -119,14 +124,23 @@ struct TurCheckResult {
 /// Hung checks: a check still running at its timeout plus the grace is
 /// answered with Timeout by a watchdog thread, without waiting for the
 /// kernel. The clock starts when a worker takes the check; a queued check
-/// has no deadline (its latency shows the wait). The worker stays blocked in the ioctl until the
-/// kernel gives up; the worst case is the iSCSI replacement timeout (recovery_tmo, 120 s by
-/// default) while the session is blocked, or the SCSI error handler's abort
-/// and reset escalation. Meanwhile submit() for that device is answered at
-/// once with Timeout, and the pool starts a replacement worker (at most
-/// kMaxHungWorkers of them), so hung devices do not starve healthy ones. When
-/// the ioctl finally returns, its outcome is dropped and the extra worker
-/// exits.
+/// has no deadline (its latency shows the wait, and queued() names it). The
+/// worker stays blocked in the ioctl until the kernel gives up; the worst
+/// case is the iSCSI replacement timeout (recovery_tmo, 120 s by default)
+/// while the session is blocked, or the SCSI error handler's abort and reset
+/// escalation. Meanwhile submit() for that device is answered at once with
+/// Timeout, and the pool starts a replacement worker (at most
+/// kMaxHungWorkers of them).
+///
+/// Groups keep a dead transport from starving the others. A portal that
+/// goes silent hangs the TUR of every LU behind its session; taken in turn
+/// from the queue, they would hang worker after worker while the checks of
+/// healthy sessions waited behind them. So while a check of a group is
+/// hung, the group's other checks stay queued and workers take the next
+/// check of another group; they run when the kernel lets the hung one go
+/// (by then it has usually failed the session, and they fail fast). Hung
+/// workers are thus bounded by the groups, not by the paths. When the ioctl
+/// finally returns, its outcome is dropped and the extra worker exits.
 ///
 /// Destruction drops queued checks, waits for running ones that are not
 /// hung, and detaches the threads stuck in hung ioctls (they keep the shared
@@ -144,8 +158,10 @@ public:
     TurRunner runner = runTestUnitReady; ///< what runs SG_IO; tests pass a fake
   };
 
-  /// @brief Extra workers started in place of hung ones, at most.
-  static constexpr unsigned kMaxHungWorkers = 16;
+  /// @brief Extra workers started in place of hung ones, at most: one per
+  /// hung group (or ungrouped device), which a large setup with a dead
+  /// portal can need by the hundred; past it, checks wait longer.
+  static constexpr unsigned kMaxHungWorkers = 256;
 
   /// @brief Starts the workers and the watchdog.
   /// @throws std::system_error when the eventfd or a thread cannot be created.
@@ -167,6 +183,9 @@ public:
   std::vector<TurCheckResult> drain();
   /// @brief Checks queued or running, hung ones included.
   [[nodiscard]] std::size_t inFlight() const;
+  /// @brief The devices whose check waits in the queue (no worker has taken
+  /// it yet, so its timeout has not started).
+  [[nodiscard]] std::set<std::string> queued() const;
 
 private:
   struct State;

@@ -524,6 +524,22 @@ TEST(HealthScheduling, CheckerThatNeverReportsTimesOutAfterTwiceTheTimeout) {
   EXPECT_EQ(tracker.health("sdb")->lastCheck, CheckStatus::TimedOut);
 }
 
+TEST(HealthScheduling, ACheckStillQueuedIsNotTimedOutUntilAWorkerHasItForTwiceTheTimeout) {
+  // Behind a hung check of its session, the check waits in the checker's
+  // queue: that is no verdict on the path.
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  tracker.markCheckStarted("sdb", t0 + 5s);
+  EXPECT_THAT(tracker.tick(t0 + 11s, {"sdb"}), IsEmpty());
+  EXPECT_THAT(tracker.tick(t0 + 60s, {"sdb"}), IsEmpty());
+  EXPECT_EQ(tracker.health("sdb")->state, PathState::Up);
+  EXPECT_TRUE(tracker.health("sdb")->checkInFlight);
+  // Last seen queued at 60 s: a worker has it from then on.
+  EXPECT_EQ(tracker.nextDeadline(), t0 + 66s);
+  EXPECT_THAT(tracker.tick(t0 + 65s), IsEmpty());
+  EXPECT_EQ(only(tracker.tick(t0 + 66s)).state, PathState::Down);
+}
+
 TEST(HealthScheduling, BlockedDeviceIsNotCheckedUntilItRunsAgain) {
   HealthTracker tracker(HealthSettings{});
   addUp(tracker, "sdb", t0);

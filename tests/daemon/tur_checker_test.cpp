@@ -16,6 +16,8 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
 namespace pathkeeper::daemon {
@@ -296,8 +298,8 @@ TurChecker::Options fakeOptions(const std::shared_ptr<FakeRunner> &fake, unsigne
 }
 
 TurCheckRequest request(const std::string &device, std::uint64_t cookie,
-                        milliseconds timeout = milliseconds(10000)) {
-  return TurCheckRequest{device, "/dev/" + device, timeout, cookie};
+                        milliseconds timeout = milliseconds(10000), std::string group = {}) {
+  return TurCheckRequest{device, "/dev/" + device, timeout, cookie, std::move(group)};
 }
 
 // Waits on the eventfd the way the loop does, until @p count results came.
@@ -471,6 +473,64 @@ TEST(TurChecker, AnswersAHungCheckWithTimeoutAndKeepsCheckingOthers) {
   EXPECT_EQ(fake->calls("/dev/sdb"), 2);
 }
 
+TEST(TurChecker, AHungCheckHoldsBackTheOtherChecksOfItsGroupOnly) {
+  auto fake = std::make_shared<FakeRunner>();
+  fake->closeGate("/dev/sdb"); // session1's portal went silent
+  auto options = fakeOptions(fake, 1);
+  options.grace = milliseconds(20);
+  TurChecker checker(std::move(options));
+  checker.submit(request("sdb", 1, milliseconds(30), "session1"));
+  auto results = collect(checker, 1);
+  ASSERT_EQ(results.size(), 1U);
+  EXPECT_EQ(results[0].verdict.status, TurStatus::Timeout);
+  EXPECT_THAT(results[0].verdict.reason, HasSubstr("the other checks through session1 wait"));
+
+  // Another LU behind session1 waits; session2's is checked meanwhile.
+  checker.submit(request("sdc", 2, milliseconds(30), "session1"));
+  checker.submit(request("sdd", 3, milliseconds(30), "session2"));
+  results = collect(checker, 1);
+  ASSERT_EQ(results.size(), 1U);
+  EXPECT_EQ(results[0].device, "sdd");
+  EXPECT_EQ(results[0].verdict.status, TurStatus::Up);
+  EXPECT_EQ(fake->calls("/dev/sdc"), 0) << "it would have hung a second worker";
+  EXPECT_EQ(checker.queued(), std::set<std::string>{"sdc"});
+
+  // When the kernel lets sdb go, sdc runs.
+  fake->openGate("/dev/sdb");
+  results = collect(checker, 1);
+  ASSERT_EQ(results.size(), 1U);
+  EXPECT_EQ(results[0].device, "sdc");
+  EXPECT_EQ(results[0].verdict.status, TurStatus::Up);
+  EXPECT_TRUE(checker.queued().empty());
+}
+
+TEST(TurChecker, ManyHungGroupsDoNotStarveAHealthyDevice) {
+  // A portal behind two dozen sessions goes silent: more hung checks than
+  // the pool used to replace (16), each in its own group.
+  auto fake = std::make_shared<FakeRunner>();
+  auto options = fakeOptions(fake, 2);
+  options.grace = milliseconds(10);
+  TurChecker checker(std::move(options));
+  constexpr int kDead = 24;
+  for (int i = 0; i < kDead; ++i) {
+    const std::string device = "dead" + std::to_string(i);
+    fake->closeGate("/dev/" + device);
+    checker.submit(request(device, static_cast<std::uint64_t>(i), milliseconds(10),
+                           "session" + std::to_string(i)));
+  }
+  checker.submit(request("sdz", 100, milliseconds(10), "session-healthy"));
+  const auto results = collect(checker, kDead + 1, milliseconds(20000));
+  ASSERT_EQ(results.size(), static_cast<std::size_t>(kDead + 1));
+  for (const auto &result : results) {
+    EXPECT_EQ(result.verdict.status, result.device == "sdz" ? TurStatus::Up : TurStatus::Timeout)
+        << result.device;
+  }
+  for (int i = 0; i < kDead; ++i) {
+    fake->openGate("/dev/dead" + std::to_string(i));
+  }
+  EXPECT_TRUE(fake->waitForReturned(kDead + 1));
+}
+
 TEST(TurChecker, ShutdownWaitsForRunningChecksAndDropsQueuedOnes) {
   auto fake = std::make_shared<FakeRunner>();
   fake->closeGate("/dev/sdb");
@@ -507,7 +567,7 @@ TEST(TurChecker, ShutdownDoesNotWaitForAHungIoctl) {
 
 TEST(TurChecker, RealRunnerReportsANonScsiNodeAsDown) {
   TurChecker checker; // the default options: real SG_IO
-  checker.submit(TurCheckRequest{"null", "/dev/null", milliseconds(1000), 9});
+  checker.submit(TurCheckRequest{"null", "/dev/null", milliseconds(1000), 9, {}});
   const auto results = collect(checker, 1);
   ASSERT_EQ(results.size(), 1U);
   EXPECT_EQ(results[0].cookie, 9U);
