@@ -700,7 +700,6 @@ TEST_F(DaemonLoopTest, AnAdminHoldEndsWithTheDeviceItWasOn) {
   ASSERT_TRUE(daemon_->failPath("sdd").has_value());
   ASSERT_TRUE(runUntil([&] { return !activeInDm(kLower, "8:48"); }));
   const std::string failCall = std::string("message ") + kLower + " fail_path 8:48";
-  ASSERT_EQ(callsMatching(failCall), 1U);
 
   // sdd goes (its LU unmapped, its session logged out), and the map is
   // reloaded without it.
@@ -711,6 +710,9 @@ TEST_F(DaemonLoopTest, AnAdminHoldEndsWithTheDeviceItWasOn) {
     });
   }));
 
+  // (Its removal fails it in dm before the reload, as any removed path.)
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+
   // The kernel gives the name to the next disk, here the same LU again.
   // Nobody failed this one: it must go into service, and stay there.
   sendBlockEvent(UdevEvent::Action::Add, "sdd", "8:48");
@@ -719,7 +721,7 @@ TEST_F(DaemonLoopTest, AnAdminHoldEndsWithTheDeviceItWasOn) {
   const unsigned checks = tur_.checksOf("sdd");
   ASSERT_TRUE(runUntil([&] { return tur_.checksOf("sdd") >= checks + 3; }));
   EXPECT_TRUE(activeInDm(kLower, "8:48"));
-  EXPECT_EQ(callsMatching(failCall), 1U) << "only the admin's own fail_path";
+  EXPECT_EQ(callsMatching(failCall), 0U) << "the new sdd was failed";
   ASSERT_TRUE(published_.has_value());
   for (const auto &path : published_->paths) {
     EXPECT_EQ(path.note.find("failed by the admin"), std::string::npos) << path.device;
