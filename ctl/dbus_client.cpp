@@ -34,6 +34,8 @@ public:
   RootProxy &operator=(const RootProxy &) = delete;
 
   std::function<void(const BusChange &)> onChange;
+  /// For calls the generated methods cannot make (a timeout of their own).
+  sdbus::IProxy &proxy() { return getProxy(); }
 
 private:
   void onInterfacesAdded(const sdbus::ObjectPath &objectPath,
@@ -126,6 +128,25 @@ daemon::PortalView portalFrom(const PropertyMap &p) {
   return portal;
 }
 
+/// @brief A Finding object's view; its key is the object path's last
+/// element, unescaped ("" when that element is not one the daemon makes).
+daemon::FindingView findingFrom(const std::string &objectPath, const PropertyMap &p) {
+  daemon::FindingView finding;
+  const auto element = std::string_view(objectPath).substr(objectPath.rfind('/') + 1);
+  if (auto key = dbus::unescapePathLabel(element)) {
+    finding.key = *key;
+  }
+  finding.id = get<std::string>(p, "Id");
+  finding.severity = get<std::string>(p, "Severity");
+  finding.summary = get<std::string>(p, "Summary");
+  finding.explanation = get<std::string>(p, "Explanation");
+  finding.nics = get<std::vector<std::string>>(p, "NetDevs");
+  finding.portals = get<std::vector<std::string>>(p, "Portals");
+  finding.paths = get<std::vector<std::string>>(p, "Paths");
+  finding.fix = get<std::vector<std::string>>(p, "Fix");
+  return finding;
+}
+
 } // namespace
 
 struct DaemonClient::Proxies {
@@ -152,23 +173,41 @@ daemon::StateSnapshot DaemonClient::snapshot() {
   return snapshotFromBus(managedObjects(), manager);
 }
 
+namespace {
+
+// The managing methods may wait for polkit, and polkit for a person typing
+// a password: the daemon allows dbus::kAuthorizationTimeout. sd-bus's default
+// of 25 s would give up first and report a failure for a call the daemon
+// then carries out.
+constexpr auto kManageTimeout = dbus::kAuthorizationTimeout + std::chrono::seconds(30);
+
+template <typename... Args>
+void manage(sdbus::IProxy &proxy, const char *method, const Args &...args) {
+  proxy.callMethod(method)
+      .onInterface(dbus::kManagerInterface)
+      .withTimeout(kManageTimeout)
+      .withArguments(args...);
+}
+
+} // namespace
+
 void DaemonClient::reconfigure() {
-  proxies_->root.Reconfigure();
+  manage(proxies_->root.proxy(), "Reconfigure");
 }
 void DaemonClient::failPath(const std::string &device) {
-  proxies_->root.FailPath(device);
+  manage(proxies_->root.proxy(), "FailPath", device);
 }
 void DaemonClient::reinstatePath(const std::string &device) {
-  proxies_->root.ReinstatePath(device);
+  manage(proxies_->root.proxy(), "ReinstatePath", device);
 }
 void DaemonClient::switchGroup(const std::string &map, unsigned group) {
-  proxies_->root.SwitchGroup(map, group);
+  manage(proxies_->root.proxy(), "SwitchGroup", map, static_cast<std::uint32_t>(group));
 }
 void DaemonClient::setSelector(const std::string &map, const std::string &selector) {
-  proxies_->root.SetSelector(map, selector);
+  manage(proxies_->root.proxy(), "SetSelector", map, selector);
 }
 void DaemonClient::rescan() {
-  proxies_->root.Rescan();
+  manage(proxies_->root.proxy(), "Rescan");
 }
 
 void DaemonClient::watch(std::function<void(const BusChange &)> onChange) {
@@ -208,12 +247,16 @@ daemon::StateSnapshot snapshotFromBus(const ManagedObjects &objects, const Prope
     if (auto it = interfaces.find(dbus::kPortalInterface); it != interfaces.end()) {
       snapshot.portals.push_back(portalFrom(it->second));
     }
+    if (auto it = interfaces.find(dbus::kFindingInterface); it != interfaces.end()) {
+      snapshot.findings.push_back(findingFrom(path, it->second));
+    }
   }
   std::ranges::sort(snapshot.maps, {}, &daemon::MapView::alias);
   std::ranges::sort(snapshot.paths, {}, &daemon::PathView::device);
   std::ranges::sort(snapshot.portals, {}, [](const daemon::PortalView &portal) {
     return std::pair{portal.address, portal.port};
   });
+  std::ranges::sort(snapshot.findings, {}, &daemon::FindingView::key);
   return snapshot;
 }
 
@@ -239,6 +282,9 @@ std::string variantToText(const sdbus::Variant &value) {
   }
   if (type == "q") {
     return fmt::to_string(value.get<std::uint16_t>());
+  }
+  if (type == "as") {
+    return fmt::format("[{}]", fmt::join(value.get<std::vector<std::string>>(), ", "));
   }
   if (type == "a{ss}") {
     std::vector<std::string> items;
@@ -270,8 +316,9 @@ ClientFailure describeBusError(const sdbus::Error &error) {
   const std::string &name = error.getName();
   if (name == "org.freedesktop.DBus.Error.ServiceUnknown" ||
       name == "org.freedesktop.DBus.Error.NameHasNoOwner") {
-    return {3, fmt::format("pathkeeperd is not running: nothing owns {} on the bus "
-                           "(systemctl status pathkeeperd)",
+    return {3, fmt::format("pathkeeperd is not running: nothing owns {} on the bus (it "
+                           "takes the name once ready, after its first pass over the maps; "
+                           "systemctl status pathkeeperd)",
                            dbus::kBusName)};
   }
   if (name == dbus::kErrorAccessDenied || name == "org.freedesktop.DBus.Error.AccessDenied") {

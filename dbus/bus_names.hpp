@@ -6,6 +6,7 @@
 
 #include "expected.hpp"
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,11 @@ inline constexpr const char *kPathInterface = "org.pathkeeper.PathKeeper1.Path";
 inline constexpr const char *kPortalInterface = "org.pathkeeper.PathKeeper1.Portal";
 inline constexpr const char *kFindingInterface = "org.pathkeeper.PathKeeper1.Finding";
 inline constexpr const char *kManageAction = "org.pathkeeper.PathKeeper1.manage";
+/// @brief How long the daemon lets polkit decide on kManageAction:
+/// interactive authentication waits for a person. A client of the managing
+/// methods must wait longer, or it reports a failure for a call the daemon
+/// then carries out once the admin has authenticated.
+inline constexpr std::chrono::minutes kAuthorizationTimeout{2};
 
 /// @brief Error names; the message always says what went wrong in words.
 inline constexpr const char *kErrorNotFound = "org.pathkeeper.PathKeeper1.Error.NotFound";

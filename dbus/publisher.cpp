@@ -28,8 +28,6 @@ using GroupsValue =
     std::vector<sdbus::Struct<std::uint32_t, std::int32_t, std::vector<std::string>>>;
 using DecisionsValue = std::vector<sdbus::Struct<std::int64_t, std::string, std::string>>;
 
-// How long polkit may take: interactive authentication waits for a person.
-constexpr auto kPolkitTimeout = std::chrono::minutes(2);
 constexpr std::uint32_t kPolkitAllowUserInteraction = 1;
 
 // The adaptor bases' destructors are protected and non-virtual; this final
@@ -335,7 +333,7 @@ void BusAuthorizer::authorize(const std::string &sender, const std::string &meth
         Subject subject{"system-bus-name", {{"name", sdbus::Variant(sender)}}};
         proxies_->polkit->callMethodAsync("CheckAuthorization")
             .onInterface("org.freedesktop.PolicyKit1.Authority")
-            .withTimeout(kPolkitTimeout)
+            .withTimeout(kAuthorizationTimeout)
             .withArguments(subject, std::string{kManageAction},
                            std::map<std::string, std::string>{}, kPolkitAllowUserInteraction,
                            std::string{})
@@ -402,14 +400,17 @@ void apply(sdbus::IConnection &connection, const ObjectChange &change,
   const char *interface = interfaceOf(change.kind);
   switch (change.type) {
   case ObjectChange::Type::Removed:
+    // Every interface of the object, the standard ones too, as
+    // GetManagedObjects lists them: an ObjectManager client that loaded the
+    // tree must see the whole object go (and come).
     if (auto it = objects.find(change.key); it != objects.end()) {
-      it->second->emitInterfacesRemovedSignal({interface});
+      it->second->emitInterfacesRemovedSignal();
       objects.erase(it);
     }
     break;
   case ObjectChange::Type::Added: {
     auto object = std::make_unique<Object>(connection, *views.at(change.key));
-    object->emitInterfacesAddedSignal({interface});
+    object->emitInterfacesAddedSignal();
     objects[change.key] = std::move(object);
     break;
   }
