@@ -123,6 +123,20 @@ nlohmann::json variantToJson(const sdbus::Variant &value) {
   if (type == "a{ss}") {
     return value.get<std::map<std::string, std::string>>();
   }
+  if (type == "as") {
+    return value.get<std::vector<std::string>>();
+  }
+  if (type == "a(uias)") {
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto &group :
+         value.get<
+             std::vector<sdbus::Struct<std::uint32_t, std::int32_t, std::vector<std::string>>>>()) {
+      groups.push_back({{"number", std::get<0>(group)},
+                        {"priority", std::get<1>(group)},
+                        {"paths", std::get<2>(group)}});
+    }
+    return groups;
+  }
   if (type == "a(xss)") {
     nlohmann::json decisions = nlohmann::json::array();
     for (const auto &decision :

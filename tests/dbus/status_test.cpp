@@ -140,6 +140,43 @@ TEST(DbusSnapshotFromBus, RebuildsPathsAndIgnoresForeignInterfaces) {
   EXPECT_TRUE(snapshot.maps.empty());
 }
 
+TEST(DbusSnapshotFromBus, RebuildsFindingsWithTheirKeys) {
+  // status --json renders the same JSON as the daemon's state file, whose
+  // findings come from these objects.
+  daemon::FindingView egress;
+  egress.key = "wrong-egress:eth2,eth1";
+  egress.id = "wrong-egress";
+  egress.severity = "error";
+  egress.summary = "traffic bound to eth2 leaves via eth1";
+  egress.explanation = "two NICs on one subnet without policy routing";
+  egress.nics = {"eth2", "eth1"};
+  egress.portals = {"10.10.1.21:3260"};
+  egress.paths = {"sdb", "sdd"};
+  egress.fix = {"ip rule add from 10.10.1.11 table 102",
+                "sysctl -w net.ipv4.conf.all.arp_ignore=1"};
+  daemon::FindingView flux = egress;
+  flux.key = "arp-flux";
+  flux.id = "arp-flux";
+  flux.severity = "warning";
+  const auto properties = [](const daemon::FindingView &f) {
+    return PropertyMap{
+        {"Id", sdbus::Variant(f.id)},           {"Severity", sdbus::Variant(f.severity)},
+        {"Summary", sdbus::Variant(f.summary)}, {"Explanation", sdbus::Variant(f.explanation)},
+        {"NetDevs", sdbus::Variant(f.nics)},    {"Portals", sdbus::Variant(f.portals)},
+        {"Paths", sdbus::Variant(f.paths)},     {"Fix", sdbus::Variant(f.fix)}};
+  };
+  ManagedObjects objects;
+  for (const auto *finding : {&egress, &flux}) {
+    objects[sdbus::ObjectPath(dbus::objectPathOf(dbus::ObjectKind::Finding, finding->key))] = {
+        {dbus::kFindingInterface, properties(*finding)}};
+  }
+  const auto snapshot = snapshotFromBus(objects, {});
+  ASSERT_EQ(snapshot.findings.size(), 2U);
+  EXPECT_EQ(snapshot.findings[0], flux) << "sorted by key";
+  EXPECT_EQ(snapshot.findings[1], egress);
+  EXPECT_EQ(nlohmann::json::parse(daemon::snapshotToJson(snapshot))["findings"].size(), 2U);
+}
+
 TEST(DbusWatchText, NamesObjectsByTheirUnescapedKey) {
   BusChange added{BusChange::Type::Added,
                   dbus::objectPathOf(dbus::ObjectKind::Map, "1 m\xC3\xA4p.x"),
@@ -185,6 +222,24 @@ TEST(DbusWatchText, RendersEveryPropertyType) {
   EXPECT_EQ(variantToText(sdbus::Variant(Decisions{{1764460800, "reload", "m: weights a 100"},
                                                    {1764460900, "held", "m: sdb failing"}})),
             "[1764460800 reload: m: weights a 100; 1764460900 held: m: sdb failing]");
+  EXPECT_EQ(variantToText(sdbus::Variant(std::vector<std::string>{"eth2", "eth1"})),
+            "[eth2, eth1]");
+
+  // watch --json gives arrays and group objects, as the state file does.
+  BusChange finding{BusChange::Type::Added,
+                    dbus::objectPathOf(dbus::ObjectKind::Finding, "arp-flux"),
+                    dbus::kFindingInterface,
+                    {{"NetDevs", sdbus::Variant(std::vector<std::string>{"eth2", "eth1"})}},
+                    {}};
+  EXPECT_EQ(nlohmann::json::parse(changeToJson(finding))["properties"]["NetDevs"],
+            nlohmann::json::array({"eth2", "eth1"}));
+  BusChange groups{BusChange::Type::PropertiesChanged,
+                   dbus::objectPathOf(dbus::ObjectKind::Map, "m"),
+                   dbus::kMapInterface,
+                   {{"Groups", sdbus::Variant(Groups{{1U, 50, {"sdb", "sdc"}}})}},
+                   {}};
+  EXPECT_EQ(nlohmann::json::parse(changeToJson(groups))["properties"]["Groups"],
+            nlohmann::json::parse(R"([{"number": 1, "priority": 50, "paths": ["sdb", "sdc"]}])"));
 }
 
 TEST(DbusClientErrors, SayWhetherTheDaemonRunsOrTheCallerMayNot) {
