@@ -475,13 +475,28 @@ TEST_F(DbusHost, ChangesArriveAsPropertiesChangedAndInterfacesAddedRemoved) {
   EXPECT_EQ(changes.size(), 3U) << "only what changed is announced";
 
   changes.clear();
+  // The signals themselves name every interface of the object, the
+  // standard ones too, as GetManagedObjects lists them: a generic
+  // ObjectManager client must see the whole object go.
+  std::vector<std::string> removedInterfaces;
+  auto removedMatch = connection->addMatch(std::string("type='signal',sender='") + kBusName +
+                                               "',interface='org.freedesktop.DBus.ObjectManager',"
+                                               "member='InterfacesRemoved'",
+                                           [&](sdbus::Message &message) {
+                                             sdbus::ObjectPath path;
+                                             message >> path >> removedInterfaces;
+                                           });
   server("remove-path sde");
   server("add-path sdy");
   const auto sde = objectPathOf(ObjectKind::Path, "sde");
   const auto sdy = objectPathOf(ObjectKind::Path, "sdy");
   EXPECT_TRUE(pump(*connection, [&] {
-    return has(Type::Removed, sde, {}) && !changes.empty() && changes.back().objectPath == sdy;
+    return has(Type::Removed, sde, {}) && !changes.empty() && changes.back().objectPath == sdy &&
+           !removedInterfaces.empty();
   }));
+  EXPECT_THAT(removedInterfaces,
+              ::testing::IsSupersetOf(
+                  {std::string(kPathInterface), std::string("org.freedesktop.DBus.Properties")}));
   ASSERT_EQ(changes.size(), 2U);
   EXPECT_EQ(changes[1].type, Type::Added);
   EXPECT_EQ(changes[1].interface, kPathInterface);
