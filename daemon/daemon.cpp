@@ -1799,11 +1799,13 @@ void Daemon::publish() {
     sd_notify(0, fmt::format("STATUS={}", snap.status).c_str());
     lastStatus_ = snap.status;
   }
-  if (!options_.stateFile.empty()) {
-    writeStateFile(snap);
-  }
+  // D-Bus first: whoever reads "ready" in the state file finds the same on
+  // the bus (main takes the bus name at the first, ready, publication).
   for (const auto &listener : listeners_) {
     listener(snap);
+  }
+  if (!options_.stateFile.empty()) {
+    writeStateFile(snap);
   }
   lastPublished_ = std::move(snap);
 }

@@ -173,9 +173,10 @@ int main(int argc, char **argv) {
     daemon::EventLoop loop;
     daemon::Daemon pathkeeperd(loop, options, dm);
 
-    // The D-Bus API: the objects exist before the name is requested, so a
-    // client that sees the name finds the whole tree. Without a system bus
-    // the daemon still does its job, and says so.
+    // The D-Bus API. The name is taken at the first publication, which is
+    // the ready one (after the first pass over the maps): a client that sees
+    // the name finds the whole tree, not a daemon still starting. Without a
+    // system bus the daemon still does its job, and says so.
     std::unique_ptr<sdbus::IConnection> bus;
     std::unique_ptr<dbus::BusLoopAttachment> attachment;
     std::unique_ptr<dbus::BusAuthorizer> authorizer;
@@ -187,7 +188,19 @@ int main(int argc, char **argv) {
         authorizer = std::make_unique<dbus::BusAuthorizer>(*bus);
         publisher = std::make_unique<dbus::DbusPublisher>(*bus, pathkeeperd, *authorizer);
         pathkeeperd.onPublish(
-            [&publisher](const daemon::StateSnapshot &snapshot) { publisher->publish(snapshot); });
+            [&publisher, &bus, named = false](const daemon::StateSnapshot &snapshot) mutable {
+              publisher->publish(snapshot);
+              if (!named) {
+                named = true;
+                try {
+                  bus->requestName(dbus::kBusName);
+                  daemon::log::info(std::string("D-Bus: ") + dbus::kBusName + " on the system bus");
+                } catch (const sdbus::Error &e) {
+                  daemon::log::error(std::string("D-Bus: cannot own ") + dbus::kBusName + ": " +
+                                     e.getMessage() + " (is the bus policy installed?)");
+                }
+              }
+            });
       } catch (const sdbus::Error &e) {
         daemon::log::warning(std::string("no D-Bus API: the system bus is not available (") +
                              e.getMessage() + ")");
@@ -198,15 +211,6 @@ int main(int argc, char **argv) {
       }
     }
     pathkeeperd.start();
-    if (bus) {
-      try {
-        bus->requestName(dbus::kBusName);
-        daemon::log::info(std::string("D-Bus: ") + dbus::kBusName + " on the system bus");
-      } catch (const sdbus::Error &e) {
-        daemon::log::error(std::string("D-Bus: cannot own ") + dbus::kBusName + ": " +
-                           e.getMessage() + " (is the bus policy installed?)");
-      }
-    }
     return loop.run();
   } catch (const std::exception &e) {
     daemon::log::error(std::string("cannot start: ") + e.what());
