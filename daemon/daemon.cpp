@@ -1032,6 +1032,15 @@ void Daemon::runFailback(Clock::time_point now) {
       }
       groups.push_back(group);
     }
+    // The kernel leaves a group with no usable path at the map's next I/O
+    // and says so nowhere the daemon listens (no reconcile runs when paths
+    // fail on their checks alone). Once the group in use has none, which
+    // group the kernel uses is unknown until a switch job asks it; keeping
+    // the old number would make the group's return look like no change.
+    if (map.activeGroup >= 1 && map.activeGroup <= groups.size() &&
+        groups[map.activeGroup - 1].usable == 0) {
+      map.activeGroup = 0;
+    }
     auto decision =
         failback_.evaluate(alias, config_.defaults.failback, groups, map.activeGroup, now);
     if (!decision) {

@@ -943,6 +943,32 @@ TEST_F(DaemonFailbackTest, ImmediateSwitchesBackWhenTheOptimizedGroupReturns) {
   EXPECT_TRUE(sentSwitchGroup(map));
 }
 
+TEST_F(DaemonFailbackTest, FollowoverReturnsAfterTheGroupFailedOnItsChecksAlone) {
+  // The optimized paths fail their TURs while their sessions stay logged
+  // in: no reconcile runs, and the kernel leaves the group on its own.
+  const std::string map = startAlua(R"("followover")");
+  tur_.setDown("sda", true);
+  tur_.setDown("sdc", true);
+  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 2; })) << "dm did not leave group 1";
+  tur_.setDown("sda", false);
+  tur_.setDown("sdc", false);
+  ASSERT_TRUE(runUntil([&] { return activeInDm(map, "8:0") && activeInDm(map, "8:32"); }));
+  // Group 1 came back from no usable path: followover switches back.
+  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 1; }));
+  EXPECT_TRUE(sentSwitchGroup(map));
+}
+
+TEST_F(DaemonFailbackTest, ImmediateReturnsAfterTheGroupFailedOnItsChecksAlone) {
+  const std::string map = startAlua(R"("immediate")");
+  tur_.setDown("sda", true);
+  tur_.setDown("sdc", true);
+  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 2; })) << "dm did not leave group 1";
+  tur_.setDown("sda", false);
+  tur_.setDown("sdc", false);
+  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 1; }));
+  EXPECT_TRUE(sentSwitchGroup(map));
+}
+
 TEST_F(DaemonFailbackTest, ManualLeavesTheMapOnTheGroupItMovedTo) {
   const std::string map = startAlua(R"("manual")");
   loseOptimizedGroupAndGetItBack(map);
