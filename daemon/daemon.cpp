@@ -1246,7 +1246,13 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
               "{} action(s) applied in {} ms, udev's processing of them included", outcomes.size(),
               std::chrono::duration_cast<std::chrono::milliseconds>(applied).count()));
           if (!readError.empty()) {
-            log::error(fmt::format("cannot read the live maps: {}", readError));
+            // What was just created or reloaded is missing from the maps
+            // refreshed below, and their paths' messages would be dropped
+            // as "in no map": read again in another pass.
+            log::error(fmt::format("cannot read the live maps after the actions: {}; reading "
+                                   "them again in another pass",
+                                   readError));
+            requestReconcile("re-read after a failed read");
           }
           refreshMaps(live, desired, false);
           runFailback(Clock::now());
