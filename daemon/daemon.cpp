@@ -1787,6 +1787,7 @@ StateSnapshot Daemon::snapshot() const {
   if (down > 0) {
     snap.status += fmt::format(", {} without a usable path", down);
   }
+  replaceInvalidUtf8(snap); // D-Bus and JSON take UTF-8 only
   return snap;
 }
 

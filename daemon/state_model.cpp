@@ -84,7 +84,121 @@ std::string snapshotToJson(const StateSnapshot &snapshot, std::optional<bool> re
                                 {"paths", finding.paths},
                                 {"fix", finding.fix}});
   }
-  return json.dump(2) + "\n";
+  // Invalid UTF-8 would throw; snapshots are cleaned (replaceInvalidUtf8),
+  // and whatever slips through is replaced rather than fatal.
+  return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+namespace {
+
+// The length of the valid UTF-8 sequence at @p text's start (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF); 0 when invalid.
+std::size_t validSequence(std::string_view text) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) {
+    return 1;
+  }
+  std::size_t length = 0;
+  unsigned char low = 0x80;
+  unsigned char high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    low = lead == 0xE0 ? 0xA0 : 0x80;  // overlong
+    high = lead == 0xED ? 0x9F : 0xBF; // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    low = lead == 0xF0 ? 0x90 : 0x80;  // overlong
+    high = lead == 0xF4 ? 0x8F : 0xBF; // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (text.size() < length || byte(1) < low || byte(1) > high) {
+    return 0;
+  }
+  for (std::size_t i = 2; i < length; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) {
+      return 0;
+    }
+  }
+  return length;
+}
+
+void fix(std::string &text) {
+  std::string out;
+  bool changed = false;
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t length = validSequence(std::string_view(text).substr(i));
+    if (length == 0) {
+      out += "\xEF\xBF\xBD"; // U+FFFD
+      changed = true;
+      ++i;
+    } else {
+      out.append(text, i, length);
+      i += length;
+    }
+  }
+  if (changed) {
+    text = std::move(out);
+  }
+}
+
+void fix(std::vector<std::string> &texts) {
+  for (auto &text : texts) {
+    fix(text);
+  }
+}
+
+} // namespace
+
+void replaceInvalidUtf8(StateSnapshot &snapshot) {
+  for (auto *text : {&snapshot.version, &snapshot.mode, &snapshot.status}) {
+    fix(*text);
+  }
+  for (auto &map : snapshot.maps) {
+    for (auto *text :
+         {&map.alias, &map.wwid, &map.dmUuid, &map.selector, &map.state, &map.adaptive}) {
+      fix(*text);
+    }
+    for (auto &group : map.groups) {
+      fix(group.paths);
+    }
+    for (auto &decision : map.adaptiveDecisions) {
+      fix(decision.action);
+      fix(decision.reason);
+    }
+  }
+  for (auto &path : snapshot.paths) {
+    for (auto *text : {&path.device, &path.devt, &path.map, &path.state, &path.dmState,
+                       &path.checker, &path.alua, &path.wwid, &path.target, &path.portal,
+                       &path.netdev, &path.controller, &path.note}) {
+      fix(*text);
+    }
+  }
+  for (auto &portal : snapshot.portals) {
+    fix(portal.address);
+    std::map<std::string, std::string> reachability;
+    for (const auto &[nic, text] : portal.reachability) {
+      std::string key = nic;
+      std::string value = text;
+      fix(key);
+      fix(value);
+      reachability.emplace(std::move(key), std::move(value));
+    }
+    portal.reachability = std::move(reachability);
+  }
+  for (auto &finding : snapshot.findings) {
+    for (auto *text :
+         {&finding.key, &finding.id, &finding.severity, &finding.summary, &finding.explanation}) {
+      fix(*text);
+    }
+    fix(finding.nics);
+    fix(finding.portals);
+    fix(finding.paths);
+    fix(finding.fix);
+  }
 }
 
 bool holdLatencyJitter(StateSnapshot &next, const StateSnapshot &published, bool holdEveryMove) {

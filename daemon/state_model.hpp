@@ -126,6 +126,12 @@ struct StateSnapshot {
   bool operator==(const StateSnapshot &) const = default;
 };
 
+/// @brief Replaces every byte sequence that is not valid UTF-8 in @p snapshot's
+/// strings with U+FFFD. D-Bus refuses such strings and JSON cannot hold
+/// them, yet NIC names, target names and the checker's texts come from the
+/// kernel and the network and may carry any bytes.
+void replaceInvalidUtf8(StateSnapshot &snapshot);
+
 /// @brief Keeps @p published's check latency in @p next for every path whose
 /// new latency is within a third of the published one (or less than 1 ms
 /// away), and for every path when @p holdEveryMove: a TUR's latency wobbles

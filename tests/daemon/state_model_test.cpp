@@ -1,4 +1,5 @@
-// holdLatencyJitter(): which check latencies are published again.
+// holdLatencyJitter(): which check latencies are published again; and
+// replaceInvalidUtf8(): what D-Bus and JSON are given.
 
 #include "state_model.hpp"
 
@@ -68,6 +69,48 @@ TEST(HoldLatencyJitter, MatchesPathsByDeviceWhenPathsCameAndWent) {
   EXPECT_EQ(next.paths[0].latencyUs, 100000); // new path
   EXPECT_EQ(next.paths[1].latencyUs, 3100);   // new path, not sdb's
   EXPECT_EQ(next.paths[2].latencyUs, 5000);   // held
+}
+
+TEST(StateModelUtf8, ReplacesInvalidSequencesAndKeepsValidOnes) {
+  StateSnapshot snap;
+  PathView path;
+  path.device = "sdb";
+  // A NIC name with a Latin-1 byte, a target with a truncated sequence, a
+  // note with valid UTF-8 (kept), an overlong '/' and a surrogate.
+  path.netdev = "eth\xE9";
+  path.target = "iqn.x:\xE2\x82";
+  path.note = "ok \xE2\x82\xAC \xF0\x9F\x92\xBE";
+  path.checker = "\xC0\xAF \xED\xA0\x80";
+  snap.paths.push_back(path);
+  PortalView portal;
+  portal.address = "10.0.0.1";
+  portal.reachability = {{"eth\xFF", "reachable"}};
+  snap.portals.push_back(portal);
+  FindingView finding;
+  finding.summary = "bound to eth\xE9";
+  finding.nics = {"eth\xE9"};
+  snap.findings.push_back(finding);
+
+  replaceInvalidUtf8(snap);
+  const std::string bad = "\xEF\xBF\xBD";
+  EXPECT_EQ(snap.paths[0].netdev, "eth" + bad);
+  EXPECT_EQ(snap.paths[0].target, "iqn.x:" + bad + bad);
+  EXPECT_EQ(snap.paths[0].note, "ok \xE2\x82\xAC \xF0\x9F\x92\xBE");
+  EXPECT_EQ(snap.paths[0].checker, bad + bad + " " + bad + bad + bad);
+  EXPECT_EQ(snap.portals[0].reachability.begin()->first, "eth" + bad);
+  EXPECT_EQ(snap.findings[0].summary, "bound to eth" + bad);
+  EXPECT_EQ(snap.findings[0].nics[0], "eth" + bad);
+  // The state file renders it (it would throw on the raw bytes).
+  EXPECT_NE(snapshotToJson(snap).find("eth" + bad), std::string::npos);
+}
+
+TEST(StateModelUtf8, TheStateFileNeverThrowsOnInvalidBytes) {
+  StateSnapshot snap;
+  PathView path;
+  path.device = "sdb";
+  path.netdev = "eth\xE9"; // not cleaned: the renderer's own guard
+  snap.paths.push_back(path);
+  EXPECT_NO_THROW(static_cast<void>(snapshotToJson(snap)));
 }
 
 } // namespace
