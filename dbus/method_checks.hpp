@@ -27,7 +27,9 @@ struct MethodError {
 /// @brief NotFound for an unknown map, InvalidArgument for a group it lacks.
 [[nodiscard]] std::optional<MethodError> checkGroup(const daemon::StateSnapshot &snapshot,
                                                     const std::string &map, std::uint32_t group);
-/// @brief NotFound for an unknown map, InvalidArgument for a selector the kernel lacks.
+/// @brief NotFound for an unknown map, InvalidArgument for a name that is no
+/// selector. A selector this kernel lacks is the daemon's to refuse (Failed,
+/// from Commands::setSelector).
 [[nodiscard]] std::optional<MethodError> checkSelector(const daemon::StateSnapshot &snapshot,
                                                        const std::string &map,
                                                        const std::string &selector);
