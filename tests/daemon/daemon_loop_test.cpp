@@ -928,6 +928,18 @@ protected:
     ASSERT_TRUE(runUntil([&] { return activeInDm(map, "8:0") && activeInDm(map, "8:32"); }));
   }
 
+  /// The optimized paths of LU 0 (sda, sdc) fail their TURs while their
+  /// sessions stay logged in, so no reconcile runs and the kernel leaves
+  /// the group on its own; then their TURs pass again.
+  void loseOptimizedGroupOnItsChecksAndGetItBack(const std::string &map) {
+    tur_.setDown("sda", true);
+    tur_.setDown("sdc", true);
+    ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 2; })) << "dm did not leave group 1";
+    tur_.setDown("sda", false);
+    tur_.setDown("sdc", false);
+    ASSERT_TRUE(runUntil([&] { return activeInDm(map, "8:0") && activeInDm(map, "8:32"); }));
+  }
+
   bool sentSwitchGroup(const std::string &map) {
     return dm_.with([&](FakeDeviceMapper &fake) {
       return std::find(fake.calls.begin(), fake.calls.end(),
@@ -944,15 +956,8 @@ TEST_F(DaemonFailbackTest, ImmediateSwitchesBackWhenTheOptimizedGroupReturns) {
 }
 
 TEST_F(DaemonFailbackTest, FollowoverReturnsAfterTheGroupFailedOnItsChecksAlone) {
-  // The optimized paths fail their TURs while their sessions stay logged
-  // in: no reconcile runs, and the kernel leaves the group on its own.
   const std::string map = startAlua(R"("followover")");
-  tur_.setDown("sda", true);
-  tur_.setDown("sdc", true);
-  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 2; })) << "dm did not leave group 1";
-  tur_.setDown("sda", false);
-  tur_.setDown("sdc", false);
-  ASSERT_TRUE(runUntil([&] { return activeInDm(map, "8:0") && activeInDm(map, "8:32"); }));
+  loseOptimizedGroupOnItsChecksAndGetItBack(map);
   // Group 1 came back from no usable path: followover switches back.
   ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 1; }));
   EXPECT_TRUE(sentSwitchGroup(map));
@@ -960,11 +965,7 @@ TEST_F(DaemonFailbackTest, FollowoverReturnsAfterTheGroupFailedOnItsChecksAlone)
 
 TEST_F(DaemonFailbackTest, ImmediateReturnsAfterTheGroupFailedOnItsChecksAlone) {
   const std::string map = startAlua(R"("immediate")");
-  tur_.setDown("sda", true);
-  tur_.setDown("sdc", true);
-  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 2; })) << "dm did not leave group 1";
-  tur_.setDown("sda", false);
-  tur_.setDown("sdc", false);
+  loseOptimizedGroupOnItsChecksAndGetItBack(map);
   ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 1; }));
   EXPECT_TRUE(sentSwitchGroup(map));
 }
