@@ -126,23 +126,32 @@ std::size_t validSequence(std::string_view text) {
   return length;
 }
 
+// Runs at every publication over every string: valid text (all of it, in
+// practice) is only scanned, never copied.
 void fix(std::string &text) {
-  std::string out;
-  bool changed = false;
-  for (std::size_t i = 0; i < text.size();) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t length = validSequence(std::string_view(text).substr(i));
+    if (length == 0) {
+      break;
+    }
+    i += length;
+  }
+  if (i == text.size()) {
+    return;
+  }
+  std::string out = text.substr(0, i);
+  while (i < text.size()) {
     const std::size_t length = validSequence(std::string_view(text).substr(i));
     if (length == 0) {
       out += "\xEF\xBF\xBD"; // U+FFFD
-      changed = true;
       ++i;
     } else {
       out.append(text, i, length);
       i += length;
     }
   }
-  if (changed) {
-    text = std::move(out);
-  }
+  text = std::move(out);
 }
 
 void fix(std::vector<std::string> &texts) {
