@@ -215,6 +215,32 @@ void planMessages(const ReconcileInput &input, const selector::MapSpec &spec,
   }
 }
 
+/// The group of @p want (1-based) that holds most of the paths of the group
+/// @p live uses now; 0 when that is unknown or shares no path with any.
+unsigned groupToKeep(const selector::DmTable &want, const LiveMap &live) {
+  if (!live.status || !live.table) {
+    return 0;
+  }
+  const unsigned inUse = live.status->groupInUse();
+  if (inUse == 0 || inUse > live.table->groups.size()) {
+    return 0;
+  }
+  const auto current = sortedDevices(live.table->groups[inUse - 1]);
+  unsigned keep = 0;
+  std::size_t mostShared = 0;
+  for (std::size_t g = 0; g < want.groups.size(); ++g) {
+    std::size_t shared = 0;
+    for (const auto &device : sortedDevices(want.groups[g])) {
+      shared += std::ranges::binary_search(current, device) ? 1U : 0U;
+    }
+    if (shared > mostShared) { // ties keep the lower number
+      mostShared = shared;
+      keep = static_cast<unsigned>(g + 1);
+    }
+  }
+  return keep;
+}
+
 /// A freshly loaded table: every path active, the initial group, the
 /// table's own queue_if_no_path.
 RuntimeState freshState(const selector::MapSpec &spec) {
@@ -351,6 +377,14 @@ ReconcilePlan planReconcile(const ReconcileInput &input) {
       plan.adopted.push_back(name);
       planMessages(input, spec, name, liveState(*live), plan.actions);
     } else if (owner) {
+      // A new table starts on its initial group. Which group a map uses is
+      // failback's and the admin's business, not the table's: the reload
+      // keeps the map on the group holding the paths it uses now.
+      const unsigned keep = groupToKeep(*want, *live);
+      if (keep != 0 && keep != want->initialGroup) {
+        want->initialGroup = keep;
+        line = selector::renderDmTable(*want);
+      }
       Action reload;
       reload.kind = ActionKind::Reload;
       reload.map = name;
@@ -358,7 +392,9 @@ ReconcilePlan planReconcile(const ReconcileInput &input) {
       reload.params = paramsOf(line);
       reload.reasons = std::move(reasons);
       plan.actions.push_back(std::move(reload));
-      planMessages(input, spec, name, freshState(spec), plan.actions);
+      RuntimeState fresh = freshState(spec);
+      fresh.group = want->initialGroup;
+      planMessages(input, spec, name, fresh, plan.actions);
     } else {
       // Companion: the table is multipathd's business; path states still
       // follow pathkeeper's checks.

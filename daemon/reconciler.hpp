@@ -12,6 +12,12 @@
 //   as the kernel will hold it (kernelEffective features). Path states (A/F),
 //   group states and the kernel's current/initial group are runtime state,
 //   never a reason to reload.
+// - A reload keeps the group in use: the new table's initial group is the
+//   one holding the paths of the group the kernel uses now (most of them,
+//   when the groups changed). A table's initial group would otherwise fail
+//   a map back on every reload (new paths, weights, selector), whatever
+//   the failback policy or the admin's SwitchGroup said; failback decides
+//   separately, after the reload, as it does on any path event.
 // - queue_if_no_path is runtime state too: the kernel's echo follows the
 //   queue_if_no_path/fail_if_no_path messages (no_path_retry expiry), so a
 //   difference becomes a message, not a reload.

@@ -391,6 +391,76 @@ TEST(Reconcile, SwitchesGroupWhenTheFailbackPolicyAsks) {
   EXPECT_THAT(h.plan().actions, IsEmpty());
 }
 
+/// xserve-upper with two groups: 8:16 alone, then 8:32 alone.
+MapSpec twoGroupSpec() {
+  auto two = upperSpec();
+  two.groups.push_back({{two.groups[0].paths.back()}, "lower"});
+  two.groups[0].paths.pop_back();
+  return two;
+}
+
+/// The group in use of a fake map, and the devices it holds.
+std::pair<unsigned, std::vector<std::string>> groupInUse(FakeDeviceMapper &dm,
+                                                         const std::string &name) {
+  auto live = readLiveMaps(dm);
+  auto found = std::ranges::find(live, name, [](const LiveMap &map) { return map.info.name; });
+  if (found == live.end() || !found->status || !found->table) {
+    return {0, {}};
+  }
+  const unsigned group = found->status->groupInUse();
+  std::vector<std::string> devices;
+  if (group >= 1 && group <= found->table->groups.size()) {
+    for (const auto &path : found->table->groups[group - 1].paths) {
+      devices.push_back(path.device);
+    }
+  }
+  return {group, devices};
+}
+
+TEST(Reconcile, AReloadKeepsTheGroupInUse) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(twoGroupSpec()).table);
+  h.dm.maps["xserve-upper"].nextGroup = 2; // failed over, or switched by the admin
+  auto spec = twoGroupSpec();
+  spec.selector = SelectorKind::QueueLength;
+  h.input.desired = {planned(spec)};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  EXPECT_EQ(plan.actions[0].params, "0 0 2 2 queue-length 0 1 1 8:16 1 queue-length 0 1 1 8:32 1");
+  for (const auto &outcome : applyActions(plan.actions, h.dm)) {
+    EXPECT_TRUE(outcome.ok) << outcome.error;
+  }
+  EXPECT_EQ(groupInUse(h.dm, "xserve-upper"), std::make_pair(2U, std::vector<std::string>{"8:32"}));
+  EXPECT_THAT(h.plan().actions, IsEmpty());
+}
+
+TEST(Reconcile, AReloadThatRenumbersTheGroupsKeepsTheSamePathsInUse) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(twoGroupSpec()).table); // on group 1: 8:16
+  auto swapped = twoGroupSpec();
+  std::ranges::reverse(swapped.groups);
+  h.input.desired = {planned(swapped)};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  applyActions(plan.actions, h.dm);
+  EXPECT_EQ(groupInUse(h.dm, "xserve-upper"), std::make_pair(2U, std::vector<std::string>{"8:16"}));
+}
+
+TEST(Reconcile, AReloadWithAFailbackDecisionSwitchesAfterIt) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(twoGroupSpec()).table);
+  h.dm.maps["xserve-upper"].nextGroup = 2;
+  auto spec = twoGroupSpec();
+  spec.selector = SelectorKind::QueueLength;
+  h.input.desired = {planned(spec)};
+  h.input.activeGroup = {{"xserve-upper", 1}};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload, ActionKind::Message));
+  EXPECT_THAT(messages(plan), ElementsAre("switch_group 1"));
+  applyActions(plan.actions, h.dm);
+  EXPECT_EQ(groupInUse(h.dm, "xserve-upper").first, 1U);
+}
+
 TEST(Reconcile, CompanionModeNeverLoadsATable) {
   Harness h;
   h.input.mode = ReconcileMode::Companion;
