@@ -735,6 +735,12 @@ TEST_F(DaemonLoopTest, CheckOnlyChangesWaitForTheSlowLaneAndGoOutWithTheNextStat
   latencyHold_ = 0ms;
   startDaemon();
   ASSERT_TRUE(runUntil([&] { return ready(); }));
+  // Ready may come before every path's first check is done: a path going
+  // up after it is a state change, published at once.
+  ASSERT_TRUE(runUntil([&] {
+    return std::ranges::all_of(std::vector<std::string>{"sda", "sdb", "sdc", "sdd"},
+                               [&](const std::string &d) { return publishedState(d) == "up"; });
+  }));
   const unsigned published = publications_;
 
   // sdb's target answers 30 ms later from now on: its check latency moves
