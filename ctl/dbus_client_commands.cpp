@@ -31,7 +31,8 @@ overrides the system bus):
   reinstate-path DEV
                     Reinstate a path
   switch-group MAP N
-                    Make group N (1-based) the active group of MAP
+                    Make group N (1-based) the active group of MAP (refused
+                    if failback would undo it: see pathkeeperctl(8))
   set-selector MAP SELECTOR
                     round-robin, queue-length, service-time or historical-service-time
   reconfigure       Re-read the configuration

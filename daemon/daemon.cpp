@@ -805,12 +805,15 @@ Expected<void> Daemon::switchGroup(const std::string &map, unsigned group) {
     syncMultipathd();
     return {};
   }
+  if (auto refused = refuseSwitch(map, it->second, group)) {
+    return pathkeeper::fail(*refused);
+  }
   // Validated above; the kernel's answer comes from the worker and is
   // logged (a reload queued before it may take seconds).
   const std::string text = fmt::format("switch_group {}", group);
   messageWorker_->post(
       fmt::format("{} on {}", text, map),
-      [map, text, group](DeviceMapper &dm) -> DmWorker::Continuation {
+      [this, map, text, group](DeviceMapper &dm) -> DmWorker::Continuation {
         try {
           dm.message(map, text);
         } catch (const std::exception &e) {
@@ -819,12 +822,60 @@ Expected<void> Daemon::switchGroup(const std::string &map, unsigned group) {
                        {{"MAP", map}});
           };
         }
-        return [map, group] {
+        return [this, map, group] {
+          // The group in use as failback sees it: the admin's, from now on.
+          if (auto found = maps_.find(map); found != maps_.end()) {
+            found->second.activeGroup = group;
+          }
           log::notice(fmt::format("map {}: switched to group {} by the admin", map, group),
                       {{"MAP", map}});
+          runFailback(Clock::now());
+          requestPublish();
         };
       });
   return {};
+}
+
+std::optional<std::string> Daemon::refuseSwitch(const std::string &alias, const MapState &map,
+                                                unsigned group) const {
+  const auto groups = failbackGroups(map);
+  if (group > groups.size()) {
+    return std::nullopt; // checked by the caller
+  }
+  // Refused only on what the checks know: a path not checked yet (pending,
+  // e.g. just after a restart) may well carry I/O.
+  std::vector<std::string> states;
+  bool maybeUsable = false;
+  for (const auto &device : map.groups[group - 1]) {
+    const auto state = health_.state(device);
+    maybeUsable = maybeUsable || !state || selector::isUsable(*state) ||
+                  *state == selector::PathState::Pending;
+    states.push_back(fmt::format("{} {}", device,
+                                 state ? selector::toString(*state) : std::string_view{"unknown"}));
+  }
+  if (!maybeUsable) {
+    return fmt::format("group {} of map {} has no usable path ({}): the kernel would not use it",
+                       group, alias, fmt::join(states, ", "));
+  }
+  const auto &policy = config_.defaults.failback;
+  const unsigned best = bestGroup(groups);
+  if (best == 0 || group == best ||
+      (policy.kind != selector::Failback::Kind::Immediate &&
+       policy.kind != selector::Failback::Kind::Deferred)) {
+    return std::nullopt;
+  }
+  // Immediate (or deferred) failback would undo the switch at once (or
+  // after its delay): say so instead of doing something that does not last.
+  const bool immediate = policy.kind == selector::Failback::Kind::Immediate;
+  return fmt::format(
+      "failback is {}: the daemon would move map {} back to group {}, its preferred group, {}. "
+      "To keep I/O off group {}, fail its paths (pathkeeperctl fail-path holds them until "
+      "reinstate-path), or set failback to \"manual\" or \"followover\" and reload the "
+      "configuration",
+      immediate ? std::string{"\"immediate\""}
+                : fmt::format("deferred by {}s", policy.delay.count()),
+      alias, best,
+      immediate ? std::string{"at once"} : fmt::format("{}s later", policy.delay.count()), best);
 }
 
 Expected<void> Daemon::setSelector(const std::string &map, const std::string &selector) {
@@ -1016,22 +1067,27 @@ std::optional<unsigned> kernelGroup(DeviceMapper &dm, const std::string &map) {
 
 } // namespace
 
+std::vector<FailbackGroup> Daemon::failbackGroups(const MapState &map) const {
+  std::vector<FailbackGroup> groups;
+  for (std::size_t g = 0; g < map.groups.size(); ++g) {
+    FailbackGroup group;
+    group.number = static_cast<unsigned>(g + 1);
+    group.priority = g < map.groupPriorities.size() ? map.groupPriorities[g] : 0;
+    for (const auto &device : map.groups[g]) {
+      auto state = health_.state(device);
+      group.usable += state && selector::isUsable(*state) ? 1U : 0U;
+    }
+    groups.push_back(group);
+  }
+  return groups;
+}
+
 void Daemon::runFailback(Clock::time_point now) {
   if (mode_ != selector::Mode::Owner) {
     return;
   }
   for (auto &[alias, map] : maps_) {
-    std::vector<FailbackGroup> groups;
-    for (std::size_t g = 0; g < map.groups.size(); ++g) {
-      FailbackGroup group;
-      group.number = static_cast<unsigned>(g + 1);
-      group.priority = g < map.groupPriorities.size() ? map.groupPriorities[g] : 0;
-      for (const auto &device : map.groups[g]) {
-        auto state = health_.state(device);
-        group.usable += state && selector::isUsable(*state) ? 1U : 0U;
-      }
-      groups.push_back(group);
-    }
+    const auto groups = failbackGroups(map);
     // The kernel leaves a group with no usable path at the map's next I/O
     // and says so nowhere the daemon listens (no reconcile runs when paths
     // fail on their checks alone). Once the group in use has none, which

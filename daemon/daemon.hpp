@@ -155,6 +155,13 @@ private:
   void refreshMaps(const std::vector<LiveMap> &live,
                    const std::vector<selector::PlannedMap> &desired, bool everyMultipathMap);
   void runFailback(Clock::time_point now);
+  /// Why the admin's switch of map @p alias to @p group (in range) is
+  /// refused: the group has no usable path, or the failback policy would
+  /// undo it. nullopt when it may go ahead.
+  [[nodiscard]] std::optional<std::string> refuseSwitch(const std::string &alias,
+                                                        const MapState &map, unsigned group) const;
+  /// The map's groups as failback sees them: priority and usable paths.
+  [[nodiscard]] std::vector<FailbackGroup> failbackGroups(const MapState &map) const;
   void syncMultipathd();
   /// @brief Retires a source whose callback may be running: it is dropped
   /// on the next loop iteration, never inside its own dispatch.

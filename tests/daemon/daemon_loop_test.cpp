@@ -18,6 +18,7 @@
 #include "text.hpp"
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,6 +45,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using fakes::FakeDeviceMapper;
+using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 /// The fake kernel behind a lock: the daemon calls it from its dm workers,
@@ -988,6 +990,67 @@ TEST_F(DaemonFailbackTest, ManualLeavesTheMapOnTheGroupItMovedTo) {
   // The admin's SwitchGroup does it.
   ASSERT_TRUE(daemon_->switchGroup(map, 1).has_value());
   ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 1; }));
+}
+
+TEST_F(DaemonFailbackTest, ImmediateAndDeferredRefuseAnAdminSwitchTheyWouldUndo) {
+  for (const std::string failback : {R"("immediate")", "600"}) {
+    SCOPED_TRACE(failback);
+    const std::string map = startAlua(failback); // a restart on the same maps the second time
+    // Until its first check a path may be usable or not: nothing to refuse on.
+    ASSERT_TRUE(runUntil([&] {
+      return publishedState("sda") == "up" && publishedState("sdc") == "up" &&
+             publishedState("sde") == "up" && publishedState("sdg") == "up";
+    }));
+    dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+    auto switched = daemon_->switchGroup(map, 2);
+    ASSERT_FALSE(switched.has_value());
+    EXPECT_THAT(switched.error(), HasSubstr("back to group 1"));
+    EXPECT_THAT(switched.error(), HasSubstr("fail-path"));
+    // The preferred group itself may always be asked for.
+    EXPECT_TRUE(daemon_->switchGroup(map, 1).has_value());
+    ASSERT_TRUE(runUntil([&] {
+      return dm_.with([&](FakeDeviceMapper &fake) {
+        return std::ranges::count(fake.calls, "message " + map + " switch_group 1") == 1;
+      });
+    }));
+    EXPECT_TRUE(dm_.with([&](FakeDeviceMapper &fake) {
+      return std::ranges::count(fake.calls, "message " + map + " switch_group 2") == 0;
+    }));
+    EXPECT_EQ(groupInDm(map), 1U);
+  }
+}
+
+TEST_F(DaemonFailbackTest, AnAdminSwitchToAGroupWithNoUsablePathIsRefused) {
+  const std::string map = startAlua(R"("manual")");
+  // LU 0's non-optimized paths: sde (8:64) and sdg (8:96), group 2.
+  tur_.setDown("sde", true);
+  tur_.setDown("sdg", true);
+  ASSERT_TRUE(
+      runUntil([&] { return publishedState("sde") == "down" && publishedState("sdg") == "down"; }));
+  auto switched = daemon_->switchGroup(map, 2);
+  ASSERT_FALSE(switched.has_value());
+  EXPECT_THAT(switched.error(),
+              HasSubstr("group 2 of map " + map + " has no usable path (sde down, sdg down)"));
+  EXPECT_EQ(groupInDm(map), 1U);
+}
+
+TEST_F(DaemonFailbackTest, ManualKeepsTheAdminsGroupThroughAReload) {
+  const std::string map = startAlua(R"("manual")");
+  ASSERT_TRUE(daemon_->switchGroup(map, 2).has_value());
+  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 2; }));
+  // A new selector is a new table; a new table starts on its initial group.
+  ASSERT_TRUE(daemon_->setSelector(map, "queue-length").has_value());
+  ASSERT_TRUE(runUntil([&] {
+    return dm_.with([&](FakeDeviceMapper &fake) {
+      return fake.maps.contains(map) &&
+             fake.maps.at(map).params.find("queue-length") != std::string::npos;
+    });
+  }));
+  // Give the daemon every chance to act on the reload: checks on every path.
+  const unsigned checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 16; }));
+  EXPECT_EQ(groupInDm(map), 2U) << "the reload moved the map off the admin's group";
+  EXPECT_FALSE(sentSwitchGroup(map));
 }
 
 TEST_F(DaemonFailbackTest, DeferredWaitsUntilTheGroupHasBeenUsable) {

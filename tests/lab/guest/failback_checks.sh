@@ -221,9 +221,39 @@ fb_switch_back_logged() {
     lab_check "its reason is the $policy policy" grep -q "$policy failback" <<<"$FB_LINE"
 }
 
+# fb_switch_refused CTL GROUP TEXT: pathkeeperctl switch-group to GROUP
+# fails and its message says TEXT.
+fb_switch_refused() {
+    local out
+    if out=$("$1" switch-group "$FB_MAP" "$2" 2>&1); then
+        lab_log "pathkeeperctl switch-group $FB_MAP $2 succeeded: $out"
+        return 1
+    fi
+    lab_log "$out"
+    grep -q -- "$3" <<<"$out"
+}
+
+# fb_reload_keeps_b CTL SELECTOR: a new selector for $FB_MAP is a new table,
+# and a new table starts on its initial group; the map must stay on B's.
+fb_reload_keeps_b() {
+    local ctl=$1 selector=$2 n
+    n=$(fb_log_lines)
+    lab_check "pathkeeperctl set-selector $FB_MAP $selector" "$ctl" set-selector "$FB_MAP" "$selector"
+    lab_wait 30 "the daemon reloaded $FB_MAP" fb_logged_after "$n" "reload $FB_MAP "
+    lab_log "daemon: $(fb_log_after "$n" "reload $FB_MAP ")"
+    lab_check "the table is $selector" grep -q " $selector " <(dmsetup table "$FB_MAP")
+    fb_status_groups "$FB_MAP"
+    lab_check "dm's next group is still B's ($FB_GB)" fb_next_is "$FB_MAP" "$FB_GB"
+    lab_check "I/O through $FB_MAP after the reload" fb_io
+    lab_check "dm uses B's group $FB_GB" fb_active_is "$FB_MAP" "$FB_GB"
+    lab_check "the daemon sent no switch_group" fb_not fb_logged_after "$n" "map $FB_MAP: switch"
+}
+
 fb_immediate() {
-    local n
+    local ctl=$1 n
     lab_step "failback 1: immediate: A's paths fail, then come back"
+    lab_check "switch-group to B's group is refused: immediate failback would undo it" \
+        fb_switch_refused "$ctl" "$FB_GB" "would move map $FB_MAP back to group $FB_GA"
     fb_fail_a
     n=$(fb_log_lines)
     fb_restore_a
@@ -247,6 +277,10 @@ fb_manual() {
     fb_status_groups "$FB_MAP"
     lab_check "dm still uses B's group $FB_GB" fb_active_is "$FB_MAP" "$FB_GB"
     lab_check "the daemon sent no switch_group" fb_not fb_logged_after "$n" "map $FB_MAP: switch"
+    # Reloads (here a new selector, and back) keep the map where it is.
+    fb_reload_keeps_b "$ctl" queue-length
+    fb_reload_keeps_b "$ctl" service-time
+    FB_N0=$(fb_log_lines) # fb_back_on_a: no reload from here on
     lab_check "pathkeeperctl switch-group $FB_MAP $FB_GA" "$ctl" switch-group "$FB_MAP" "$FB_GA"
     lab_wait 30 "the daemon logged the operator's switch" \
         fb_logged_after "$n" "map $FB_MAP: switched to group $FB_GA by the admin"
@@ -401,7 +435,7 @@ fb_run() {
     local daemon=$1 ctl=$2 proactive=${3:-1}
     lab_check "failback needs daemon= and ctl=" test -n "$daemon" -a -n "$ctl"
     fb_setup "$daemon"
-    fb_immediate
+    fb_immediate "$ctl"
     fb_manual "$ctl"
     fb_deferred
     fb_followover "$ctl"
