@@ -58,6 +58,13 @@ printf 'SUBSYSTEM=="block", KERNEL=="sda|sdz", ENV{DEVTYPE}=="disk", ENV{ID_SERI
 
 mount --bind "$work/sys" /sys
 mount --bind "$work/rules" /lib/udev/rules.d
+# udev may be installed and never started (a container without systemd):
+# then /run/udev does not exist. A private /run gives it a mount point
+# without creating anything on the host.
+if [[ ! -d /run/udev ]]; then
+  mount -t tmpfs pathkeeper-test /run
+  mkdir /run/udev
+fi
 for d in /etc/udev/rules.d /run/udev /dev /var/lib; do
   mount -t tmpfs pathkeeper-test "$d"
 done
