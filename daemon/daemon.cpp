@@ -654,7 +654,7 @@ void Daemon::onHealthTimer() {
   const auto now = Clock::now();
   apply(health_.tick(now, checker_->queued()));
   startDueChecks(now);
-  runFailback(now);
+  runMapPolicies(now);
   rearmHealthTimer();
   requestPublish(options_.quietPublish);
 }
@@ -679,9 +679,10 @@ void Daemon::rearmHealthTimer() {
     return; // start(): paths are added before the timers exist; it arms them after
   }
   auto next = health_.nextDeadline();
-  auto failbackNext = failback_.nextDeadline();
-  if (failbackNext && (!next || *failbackNext < *next)) {
-    next = failbackNext;
+  for (auto other : {failback_.nextDeadline(), noPathRetry_.nextDeadline()}) {
+    if (other && (!next || *other < *next)) {
+      next = other;
+    }
   }
   const auto now = Clock::now();
   // Never busy-loop on a deadline in the past, never sleep past a minute.
@@ -829,7 +830,7 @@ Expected<void> Daemon::switchGroup(const std::string &map, unsigned group) {
           }
           log::notice(fmt::format("map {}: switched to group {} by the admin", map, group),
                       {{"MAP", map}});
-          runFailback(Clock::now());
+          runMapPolicies(Clock::now());
           requestPublish();
         };
       });
@@ -985,7 +986,7 @@ void Daemon::apply(const HealthTracker::Decisions &decisions) {
       // know yet got no message. One more pass puts dm right.
       reconcileAgain_ = true;
     }
-    runFailback(Clock::now());
+    runMapPolicies(Clock::now());
     requestPublish();
   }
 }
@@ -1066,6 +1067,69 @@ std::optional<unsigned> kernelGroup(DeviceMapper &dm, const std::string &map) {
 }
 
 } // namespace
+
+void Daemon::runMapPolicies(Clock::time_point now) {
+  runNoPathRetry(now);
+  runFailback(now);
+}
+
+void Daemon::runNoPathRetry(Clock::time_point now) {
+  if (mode_ != selector::Mode::Owner) {
+    return; // multipathd runs its own count on its maps
+  }
+  const auto interval = config_.defaults.health.checkerInterval;
+  for (const auto &[alias, map] : maps_) {
+    if (!map.desired) {
+      continue;
+    }
+    unsigned usable = 0;
+    unsigned unknown = 0;
+    for (const auto &group : map.groups) {
+      for (const auto &device : group) {
+        const auto state = health_.state(device);
+        if (!state || *state == PathState::Unknown || *state == PathState::Pending) {
+          ++unknown;
+        } else if (selector::isUsable(*state) && !adminFailed_.contains(device)) {
+          ++usable;
+        }
+      }
+    }
+    auto decision =
+        noPathRetry_.evaluate(alias, map.desired->noPathRetry, usable, unknown, interval, now);
+    if (!decision) {
+      continue;
+    }
+    const std::string text = decision->queue ? "queue_if_no_path" : "fail_if_no_path";
+    messageWorker_->post(
+        fmt::format("{} on {}", text, alias),
+        [this, alias = alias, text, decision = *decision,
+         interval](DeviceMapper &dm) -> DmWorker::Continuation {
+          try {
+            dm.message(alias, text);
+          } catch (const std::exception &e) {
+            return [this, alias, text, interval, what = std::string(e.what())] {
+              noPathRetry_.sendFailed(alias, Clock::now() + interval);
+              log::error(fmt::format("{} on {} failed: {}", text, alias, what), {{"MAP", alias}});
+              rearmHealthTimer();
+            };
+          }
+          return [this, alias, decision] {
+            if (decision.queue) {
+              log::notice(fmt::format("map {}: queue_if_no_path again ({}): I/O queues while "
+                                      "no path is usable, for no_path_retry",
+                                      alias, decision.reason),
+                          {{"MAP", alias}});
+            } else {
+              log::write(log::Level::Warning,
+                         fmt::format("map {}: queueing stopped, queued and new I/O fail: {}", alias,
+                                     decision.reason),
+                         {{"MAP", alias}});
+            }
+            requestPublish();
+          };
+        });
+  }
+}
 
 std::vector<FailbackGroup> Daemon::failbackGroups(const MapState &map) const {
   std::vector<FailbackGroup> groups;
@@ -1251,6 +1315,13 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
     }
     input.usable[path.path.devt] = selector::isUsable(*state) && !adminFailed_.contains(name);
   }
+  // A map whose no_path_retry ran out must not queue again because a
+  // reload's table says queue_if_no_path.
+  for (const auto &[alias, map] : maps_) {
+    if (noPathRetry_.expired(alias)) {
+      input.queueIfNoPath[alias] = false;
+    }
+  }
 
   const ReconcilePlan plan = planReconcile(input);
   for (const auto &alias : plan.adopted) {
@@ -1270,7 +1341,7 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
   }
   if (plan.actions.empty()) {
     refreshMaps(live, input.desired, false);
-    runFailback(Clock::now());
+    runMapPolicies(Clock::now());
     requestPublish();
     finishReconcile();
     return;
@@ -1311,7 +1382,7 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
             requestReconcile("re-read after a failed read");
           }
           refreshMaps(live, desired, false);
-          runFailback(Clock::now());
+          runMapPolicies(Clock::now());
           requestPublish();
           finishReconcile();
         };
@@ -1435,6 +1506,7 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
     auto now = maps.find(alias);
     if (now == maps.end() || now->second.groups != old.groups) {
       failback_.forget(alias);
+      noPathRetry_.forget(alias);
     }
   }
   maps_ = std::move(maps);

@@ -21,6 +21,7 @@
 #include "iscsi_discovery.hpp"
 #include "multipathd_client.hpp"
 #include "network_watch.hpp"
+#include "no_path_retry.hpp"
 #include "plan.hpp"
 #include "reconciler.hpp"
 #include "state_model.hpp"
@@ -154,6 +155,9 @@ private:
   /// owner mode (every mpath- map at startup and in companion mode).
   void refreshMaps(const std::vector<LiveMap> &live,
                    const std::vector<selector::PlannedMap> &desired, bool everyMultipathMap);
+  /// The map-level reactions to path states: no_path_retry, then failback.
+  void runMapPolicies(Clock::time_point now);
+  void runNoPathRetry(Clock::time_point now);
   void runFailback(Clock::time_point now);
   /// Why the admin's switch of map @p alias to @p group (in range) is
   /// refused: the group has no usable path, or the failback policy would
@@ -211,6 +215,7 @@ private:
   std::vector<Finding> networkFindings_;
   HealthTracker health_;
   FailbackTracker failback_;
+  NoPathRetryTracker noPathRetry_;
   AdaptiveController adaptive_;
   std::unique_ptr<TurChecker> checker_;
   std::unique_ptr<DeviceEventSource> monitor_;

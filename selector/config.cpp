@@ -111,7 +111,8 @@ constexpr ConfigKey schema[] = {
      R"("queue-length")"},
     {"defaults", "no_path_retry", "string or integer", "12",
      "What happens to I/O when no path is left: \"fail\", \"queue\" (forever), or queue for this "
-     "many checker intervals.",
+     "many checker intervals (checker_interval each), after which pathkeeperd stops the queueing "
+     "(fail_if_no_path) and queued and new I/O fail, until a path is usable again.",
      R"("queue")"},
     {"defaults", "user_friendly_names", "boolean", "true",
      "Name maps without an alias mpatha, mpathb, ... (kept in bindings_file) instead of by WWID.",

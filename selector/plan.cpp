@@ -220,6 +220,7 @@ Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings,
     features.queueMode = policy.queueMode;
     features.retainAttachedHwHandler = policy.retainAttachedHwHandler;
     auto reconciled = reconcileFeatures(features, policy.noPathRetry);
+    planned.noPathRetry = policy.noPathRetry;
     // What the kernel will report back, so a live map compares equal.
     spec.features = kernelEffective(reconciled.features);
     for (auto &note : reconciled.notes) {

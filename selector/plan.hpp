@@ -25,6 +25,9 @@ struct PlannedMap {
   /// selector = "auto": spec.selector is the starting point, which the
   /// daemon replaces once it has measured the paths (adaptive.hpp).
   bool autoSelector = false;
+  /// The map's no_path_retry: a count is the daemon's to run down (the
+  /// table says queue_if_no_path; the daemon sends fail_if_no_path).
+  NoPathRetry noPathRetry;
 };
 
 /// @brief A path left out of every map, and why.

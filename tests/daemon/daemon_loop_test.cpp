@@ -730,6 +730,46 @@ TEST_F(DaemonLoopTest, AnAdminHoldEndsWithTheDeviceItWasOn) {
   }
 }
 
+TEST_F(DaemonLoopTest, NoPathRetryStopsQueueingOnceNoPathWasUsableForItsCount) {
+  std::string config = kConfig;
+  const std::string defaults = "[defaults]\n";
+  config.insert(config.rfind(defaults) + defaults.size(), "no_path_retry = 2\n");
+  useTree("xserve", config);
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  const auto queueing = [&](const char *map) {
+    return dm_.with([&](FakeDeviceMapper &fake) { return fake.maps.at(map).queueIfNoPath; });
+  };
+  ASSERT_TRUE(queueing(kUpper)) << "a count queues first: the table says queue_if_no_path";
+
+  // Both of the upper LU's paths fail; 2 checker intervals later queueing stops.
+  tur_.setDown("sda", true);
+  tur_.setDown("sdb", true);
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  EXPECT_TRUE(queueing(kLower));
+  dm_.with([&](FakeDeviceMapper &fake) {
+    const auto at = [&](const std::string &call) {
+      return std::ranges::find(fake.calls, call) - fake.calls.begin();
+    };
+    const auto stop = at(std::string("message ") + kUpper + " fail_if_no_path");
+    EXPECT_LT(at(std::string("message ") + kUpper + " fail_path 8:0"), stop);
+    EXPECT_LT(at(std::string("message ") + kUpper + " fail_path 8:16"), stop);
+  });
+
+  // A reload's table says queue_if_no_path again: the daemon says no.
+  ASSERT_TRUE(daemon_->setSelector(kUpper, "queue-length").has_value());
+  ASSERT_TRUE(runUntil([&] {
+    return dm_.with([&](FakeDeviceMapper &fake) {
+      return fake.maps.at(kUpper).params.find("queue-length") != std::string::npos &&
+             !fake.maps.at(kUpper).queueIfNoPath;
+    });
+  }));
+
+  // The first path back turns queueing on again.
+  tur_.setDown("sda", false);
+  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+}
+
 TEST_F(DaemonLoopTest, CheckOnlyChangesWaitForTheSlowLaneAndGoOutWithTheNextStateChange) {
   // A slow lane an hour long, and every latency move publishable at once:
   // only a state change can publish in this test.

@@ -55,7 +55,10 @@ MapSpec upperSpec() {
 PlannedMap planned(const MapSpec &spec) {
   auto table = selector::renderDmTable(spec);
   EXPECT_TRUE(table.has_value()) << table.error();
-  return {spec, "", table.value_or(""), "", {}};
+  PlannedMap map;
+  map.spec = spec;
+  map.table = table.value_or("");
+  return map;
 }
 
 /// The planner's table, with the features field replaced (to mimic a table

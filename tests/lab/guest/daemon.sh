@@ -168,6 +168,7 @@ pd_owner() {
     pd_sighup_bad_config
     pd_kill9_adoption "$daemon"
     pd_udev_stalled "$sd_u" "$dev_u" "$sd_l" "$dev_l"
+    pd_no_path_retry
     lab_check "pathkeeperd exits on SIGTERM" pd_stop
     lab_check "the maps stay after the daemon exits" pd_maps_present
     lab_save pathkeeperd.log "$PD_LOG"
@@ -344,6 +345,55 @@ pd_udev_stalled() {
     lab_wait 60 "both maps use $new" pd_tables_using "$new" 2
     lab_check "no map is left suspended" pd_no_map_suspended
 }
+
+# pd_active_paths MAP: how many of MAP's paths dm has active.
+pd_active_paths() { pd_dm_states "$1" | awk '$2 == "A"' | wc -l; }
+pd_no_active_path() { [[ $(pd_active_paths "$1") -eq 0 ]]; }
+pd_queueing() { dmsetup table "$1" | grep -q queue_if_no_path; }
+pd_log_after_has() { tail -n +"$(($1 + 1))" "$PD_LOG" | grep -q -- "$2"; }
+pd_gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# no_path_retry = 2 with checks every 2 s: once none of a map's paths has
+# been usable for 4 s, the I/O queued on it fails instead of waiting for a
+# path forever, and so does new I/O; a returning path queues again.
+pd_no_path_retry() {
+    local sel n reader rc
+    lab_step "daemon 9: no path left; once no_path_retry runs out, I/O fails instead of hanging"
+    sel=$(dmsetup table xserve-upper | grep -o -e service-time -e queue-length | head -1)
+    pd_write_config "$sel" "" "no_path_retry = 2"
+    sed -i -e 's/^checker_interval = "60s"$/checker_interval = "2s"/' \
+        -e 's/^failed_checker_interval = "30s"$/failed_checker_interval = "2s"/' "$PD_CONF"
+    n=$(wc -l <"$PD_LOG")
+    kill -HUP "$PD_PID"
+    lab_wait 30 "the daemon reloaded its config" pd_log_after_has "$n" "configuration reloaded"
+    lab_check "xserve-upper queues I/O while it has no path (queue_if_no_path)" pd_queueing xserve-upper
+    n=$(wc -l <"$PD_LOG")
+    fault_link_cut eth1
+    fault_link_cut eth2
+    lab_wait 120 "none of xserve-upper's paths is active in dm" pd_no_active_path xserve-upper
+    # Issued with no path left: dm queues it (nothing reaches a blocked sd).
+    dd if=/dev/mapper/xserve-upper of=/dev/null bs=4k count=1 iflag=direct status=none &
+    reader=$!
+    lab_wait 60 "the daemon stopped xserve-upper's queueing" \
+        pd_log_after_has "$n" "map xserve-upper: queueing stopped"
+    lab_log "daemon: $(tail -n +"$((n + 1))" "$PD_LOG" | grep -m1 "map xserve-upper: queueing stopped")"
+    lab_check "dm no longer queues xserve-upper's I/O" not pd_queueing xserve-upper
+    lab_wait 30 "the queued read returned" pd_gone "$reader"
+    rc=0
+    wait "$reader" || rc=$?
+    lab_check "the queued read failed (dd exit $rc)" test "$rc" -ne 0
+    rc=0
+    timeout 60 dd if=/dev/mapper/xserve-upper of=/dev/null bs=4k count=1 iflag=direct status=none || rc=$?
+    lab_check "a new read fails at once (dd exit $rc; 124 is the 60 s timeout)" test "$rc" -ne 0 -a "$rc" -ne 124
+    fault_link_restore eth1
+    fault_link_restore eth2
+    lab_wait 120 "4 sessions LOGGED_IN" ini_sessions_are 4 LOGGED_IN
+    lab_wait 60 "xserve-upper's paths active in dm again" pd_has_active_paths xserve-upper 2
+    lab_wait 30 "xserve-upper queues again" pd_queueing xserve-upper
+    lab_check "the daemon logged why" pd_log_after_has "$n" "map xserve-upper: queue_if_no_path again"
+    lab_check "xserve-upper: 8 MiB round trip" pd_io_roundtrip xserve-upper 0
+}
+pd_has_active_paths() { [[ $(pd_active_paths "$1") -eq $2 ]]; }
 
 # --- companion mode: Debian's multipathd owns the maps --------------------------
 
