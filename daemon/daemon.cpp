@@ -731,6 +731,11 @@ Expected<void> Daemon::failPath(const std::string &device) {
     return pathkeeper::fail("path " + device + " is in no map");
   }
   adminFailed_[device] = identityOf(*pathByDevice(device));
+  if (reconcileRunning_) {
+    // A reload in flight starts its table with every path active, and a
+    // message to the old table is lost: one more pass fails it again.
+    reconcileAgain_ = true;
+  }
   log::write(log::Level::Notice,
              fmt::format("path {}: failed by the admin; held until reinstated", device),
              {{"PATH", device}, {"MAP", mapOfDevice(device)}}, log::id::kPathFailed);
@@ -747,6 +752,9 @@ Expected<void> Daemon::reinstatePath(const std::string &device) {
     return pathkeeper::fail("path " + device + " is in no map");
   }
   const bool held = adminFailed_.erase(device) > 0;
+  if (held && reconcileRunning_) {
+    reconcileAgain_ = true; // the pass in flight may fail it again: one more puts it right
+  }
   auto state = health_.state(device);
   if (state && !selector::isUsable(*state) && *state != PathState::Unknown &&
       *state != PathState::Pending) {
@@ -1423,6 +1431,15 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
                  {{"MAP", action.map}, {"WWID", action.uuid.substr(kMultipathUuidPrefix.size())}},
                  log::id::kMapCreated);
     } else if (action.kind == ActionKind::Reload) {
+      // A switch_group or fail_if_no_path the message worker sent while
+      // this pass ran went to the old table and is gone with it; the
+      // reload kept the group and queueing read before the pass. Failback
+      // decides again (runMapPolicies after the pass), and one more pass
+      // puts an expired no_path_retry back into the new table.
+      failback_.switchFailed(action.map);
+      if (noPathRetry_.expired(action.map)) {
+        reconcileAgain_ = true;
+      }
       // "I/O held": the resume ioctl (suspend, swap, resume), what new I/O
       // waited; the total adds loading the table. udev's processing comes
       // after, once for the whole pass (applyActions' udev batch).
