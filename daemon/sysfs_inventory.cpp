@@ -342,6 +342,9 @@ InventoryPath derivePath(const Inventory &inventory, const ScsiDisk &disk) {
     path.alua = selector::parseAluaState(disk.accessState).value_or(selector::AluaState::None);
   }
   path.aluaPreferred = disk.preferredPath.value_or(false);
+  if (disk.dhState != "detached") {
+    path.attachedHandler = disk.dhState;
+  }
   path.priority = 0; // the planner derives ALUA priorities
 
   path.sessionId = numberAfter(disk.session, "session").value_or(-1);

@@ -94,6 +94,9 @@ struct Path {
   std::optional<std::uint16_t> targetPortGroup; ///< ALUA TPG from VPD 0x83
   AluaState alua = AluaState::None;
   bool aluaPreferred = false;
+  /// The scsi_dh handler the kernel attached to the device (sysfs dh_state),
+  /// e.g. "alua" or "rdac"; empty when none ("detached") or unknown.
+  std::string attachedHandler;
   int priority = 0;
   std::string controller; ///< label such as "upper"; empty when unknown
   bool marginal = false;  ///< flapping; sorted into the last group

@@ -206,7 +206,21 @@ Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings,
         }
       }
     }
-    if (policy.hwHandler == kAutoHwHandler) {
+    // A handler the kernel attached stays attached whatever the table
+    // names (dm-mpath retains it when another cannot attach): asking for
+    // another would be a difference on every pass, and a reload for it.
+    // scsi_dh_rdac fills access_state too, so ALUA states alone do not
+    // mean alua.
+    std::string attached = usable.front().attachedHandler;
+    for (const auto &path : usable) {
+      if (path.attachedHandler != attached) {
+        attached.clear();
+      }
+    }
+    if (policy.hwHandler == kAutoHwHandler && !attached.empty()) {
+      spec.hwHandler = attached;
+      planned.hwHandlerReason = "the kernel attached " + attached + " to every path";
+    } else if (policy.hwHandler == kAutoHwHandler) {
       spec.hwHandler = alua ? "alua" : "";
       planned.hwHandlerReason = alua ? "the paths report ALUA" : "no path reports ALUA";
     } else {

@@ -182,6 +182,29 @@ TEST(PlanMaps, GivesAnXserveThatReportsAluaTheAluaHandler) {
                                 "2 2 8:16 1 1 8:48 1 1");
 }
 
+TEST(PlanMaps, KeepsTheHandlerTheKernelAttachedToEveryPath) {
+  // scsi_dh_rdac fills access_state as well; the kernel keeps rdac attached
+  // whatever a table names, so naming alua would differ on every pass.
+  auto paths = xservePaths();
+  for (auto &path : paths) {
+    path.alua = AluaState::ActiveOptimized;
+    path.attachedHandler = "rdac";
+  }
+  auto plan = planMaps(paths, xserveConfig());
+  ASSERT_EQ(plan.maps.size(), 2U);
+  EXPECT_EQ(plan.maps[1].spec.hwHandler, "rdac");
+  EXPECT_EQ(plan.maps[1].hwHandlerReason, "the kernel attached rdac to every path");
+  EXPECT_NE(plan.maps[1].table.find(" 1 rdac "), std::string::npos) << plan.maps[1].table;
+
+  // Not every path has it (one not probed yet, say): the ALUA states decide.
+  paths[0].attachedHandler.clear(); // sdb, an upper path
+  plan = planMaps(paths, xserveConfig());
+  ASSERT_EQ(plan.maps.size(), 2U);
+  EXPECT_EQ(plan.maps[1].spec.alias, "xserve-upper");
+  EXPECT_EQ(plan.maps[1].spec.hwHandler, "alua") << plan.maps[1].table;
+  EXPECT_EQ(plan.maps[0].spec.hwHandler, "rdac") << plan.maps[0].table;
+}
+
 TEST(PlanMaps, ReportsAnAliasTwoMapsWouldShare) {
   auto config = xserveConfig();
   config.controllers[1].alias = "xserve-upper";
