@@ -1,5 +1,7 @@
 #include "failback.hpp"
 
+#include "per_map_state.hpp"
+
 #include <fmt/format.h>
 
 namespace pathkeeper::daemon {
@@ -102,19 +104,11 @@ void FailbackTracker::switchFailed(std::string_view alias) {
 }
 
 void FailbackTracker::forget(std::string_view alias) {
-  if (auto it = maps_.find(alias); it != maps_.end()) {
-    maps_.erase(it);
-  }
+  forgetMap(maps_, alias);
 }
 
 std::optional<FailbackTracker::TimePoint> FailbackTracker::nextDeadline() const {
-  std::optional<TimePoint> earliest;
-  for (const auto &[alias, state] : maps_) {
-    if (state.deadline && (!earliest || *state.deadline < *earliest)) {
-      earliest = state.deadline;
-    }
-  }
-  return earliest;
+  return earliestDeadline(maps_);
 }
 
 } // namespace pathkeeper::daemon

@@ -1,5 +1,7 @@
 #include "no_path_retry.hpp"
 
+#include "per_map_state.hpp"
+
 #include <fmt/format.h>
 
 namespace pathkeeper::daemon {
@@ -82,19 +84,11 @@ void NoPathRetryTracker::sendFailed(std::string_view alias, TimePoint retryAt) {
 }
 
 void NoPathRetryTracker::forget(std::string_view alias) {
-  if (auto it = maps_.find(alias); it != maps_.end()) {
-    maps_.erase(it);
-  }
+  forgetMap(maps_, alias);
 }
 
 std::optional<NoPathRetryTracker::TimePoint> NoPathRetryTracker::nextDeadline() const {
-  std::optional<TimePoint> earliest;
-  for (const auto &[alias, state] : maps_) {
-    if (state.deadline && (!earliest || *state.deadline < *earliest)) {
-      earliest = state.deadline;
-    }
-  }
-  return earliest;
+  return earliestDeadline(maps_);
 }
 
 } // namespace pathkeeper::daemon
