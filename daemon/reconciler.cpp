@@ -458,6 +458,31 @@ std::vector<LiveMap> readLiveMaps(DeviceMapper &dm) {
   return maps;
 }
 
+namespace {
+
+/// The reload's table with the initial group that holds what the kernel
+/// uses right now. The pass read the map before it planned, and a
+/// switch_group on the message lane (failback, the admin) may have moved it
+/// since; the reload must not undo that.
+std::string paramsKeepingGroup(DeviceMapper &dm, const Action &reload) {
+  auto table = dm.table(reload.map);
+  auto status = dm.status(reload.map);
+  auto want = selector::parseDmTable(reload.params, false);
+  if (!table || !status || !want) {
+    return reload.params;
+  }
+  DmMapInfo info;
+  info.name = reload.map;
+  const unsigned keep = groupToKeep(*want, makeLiveMap(std::move(info), *table, *status));
+  if (keep == 0 || keep == want->initialGroup) {
+    return reload.params;
+  }
+  want->initialGroup = keep;
+  return paramsOf(selector::renderDmTable(*want));
+}
+
+} // namespace
+
 std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, DeviceMapper &dm) {
   // One udev round for the whole list (many new maps at cold start), waited
   // for before returning, so every created map has its node by then.
@@ -487,7 +512,7 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
         dm.create(action.map, action.uuid, action.sizeSectors, action.params);
         break;
       case ActionKind::Reload:
-        held = dm.reload(action.map, action.sizeSectors, action.params);
+        held = dm.reload(action.map, action.sizeSectors, paramsKeepingGroup(dm, action));
         break;
       case ActionKind::Message:
         dm.message(action.map, action.message);

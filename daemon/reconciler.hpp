@@ -17,7 +17,10 @@
 //   when the groups changed). A table's initial group would otherwise fail
 //   a map back on every reload (new paths, weights, selector), whatever
 //   the failback policy or the admin's SwitchGroup said; failback decides
-//   separately, after the reload, as it does on any path event.
+//   separately, after the reload, as it does on any path event. The plan
+//   takes the group from the pass's read; applyActions looks again just
+//   before the load, since a switch_group on the message lane may have
+//   moved the map in between.
 // - queue_if_no_path is runtime state too: the kernel's echo follows the
 //   queue_if_no_path/fail_if_no_path messages (no_path_retry expiry), so a
 //   difference becomes a message, not a reload.

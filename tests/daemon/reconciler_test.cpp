@@ -449,6 +449,23 @@ TEST(Reconcile, AReloadThatRenumbersTheGroupsKeepsTheSamePathsInUse) {
   EXPECT_EQ(groupInUse(h.dm, "xserve-upper"), std::make_pair(2U, std::vector<std::string>{"8:16"}));
 }
 
+TEST(Reconcile, AReloadKeepsAGroupSwitchedAfterThePassReadTheMap) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(twoGroupSpec()).table); // on group 1
+  auto spec = twoGroupSpec();
+  spec.selector = SelectorKind::QueueLength;
+  h.input.desired = {planned(spec)};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  // Between the pass's read and its reload, a switch_group on the message
+  // lane (failback, the admin) moves the map.
+  h.dm.message("xserve-upper", "switch_group 2");
+  for (const auto &outcome : applyActions(plan.actions, h.dm)) {
+    EXPECT_TRUE(outcome.ok) << outcome.error;
+  }
+  EXPECT_EQ(groupInUse(h.dm, "xserve-upper"), std::make_pair(2U, std::vector<std::string>{"8:32"}));
+}
+
 TEST(Reconcile, AReloadWithAFailbackDecisionSwitchesAfterIt) {
   Harness h;
   h.dm.seed("xserve-upper", kUuid, planned(twoGroupSpec()).table);
