@@ -181,13 +181,21 @@ public:
   void message(const std::string &name, const std::string &text) override {
     step("message", name + " " + text);
     auto &map = mapOf(name);
+    if (map.suspended) {
+      // multipath_message: a suspended map takes no message.
+      throw std::system_error(EBUSY, std::generic_category(), "message " + name + " " + text);
+    }
     auto words = selector::splitWords(text);
     if (words.size() == 2 && (words[0] == "fail_path" || words[0] == "reinstate_path")) {
       auto path = map.pathActive.find(words[1]);
       if (path == map.pathActive.end()) {
         throw std::system_error(EINVAL, std::generic_category(), "no path " + words[1]);
       }
-      path->second = words[0] == "reinstate_path";
+      const bool active = words[0] == "reinstate_path";
+      if (path->second == active) {
+        return; // the kernel's fail_path/reinstate_path change nothing, and say nothing
+      }
+      path->second = active;
       ++map.eventNr;
       if (switchGroupOnFailure && words[0] == "fail_path") {
         moveOffDeadGroup(map);
