@@ -453,6 +453,13 @@ TEST_F(DaemonLoopTest, StartupCreatesOneMapPerControllerAndPublishes) {
   });
   EXPECT_EQ(published_->mode, "owner");
   EXPECT_EQ(published_->paths.size(), 4U);
+  // Ready may come before every path's first check is done; each path's
+  // verdict follows as a state change.
+  ASSERT_TRUE(runUntil([&] {
+    return std::ranges::all_of(published_->paths, [](const PathView &path) {
+      return path.state != "pending" && path.state != "unknown";
+    });
+  }));
   for (const auto &path : published_->paths) {
     EXPECT_EQ(path.state, "up") << path.device;
   }
