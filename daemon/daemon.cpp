@@ -856,11 +856,11 @@ std::optional<std::string> Daemon::refuseSwitch(const std::string &alias, const 
   std::vector<std::string> states;
   bool maybeUsable = false;
   for (const auto &device : map.groups[group - 1]) {
+    maybeUsable = maybeUsable || verdictOf(device) != Verdict::Unusable;
     const auto state = health_.state(device);
-    maybeUsable = maybeUsable || !state || selector::isUsable(*state) ||
-                  *state == selector::PathState::Pending;
-    states.push_back(fmt::format("{} {}", device,
-                                 state ? selector::toString(*state) : std::string_view{"unknown"}));
+    states.push_back(fmt::format("{} {}{}", device,
+                                 state ? selector::toString(*state) : std::string_view{"unknown"},
+                                 adminFailed_.contains(device) ? " (failed by the admin)" : ""));
   }
   if (!maybeUsable) {
     return fmt::format("group {} of map {} has no usable path ({}): the kernel would not use it",
@@ -1094,12 +1094,9 @@ void Daemon::runNoPathRetry(Clock::time_point now) {
     unsigned unknown = 0;
     for (const auto &group : map.groups) {
       for (const auto &device : group) {
-        const auto state = health_.state(device);
-        if (!state || *state == PathState::Unknown || *state == PathState::Pending) {
-          ++unknown;
-        } else if (selector::isUsable(*state) && !adminFailed_.contains(device)) {
-          ++usable;
-        }
+        const auto verdict = verdictOf(device);
+        usable += verdict == Verdict::Usable ? 1U : 0U;
+        unknown += verdict == Verdict::Unchecked ? 1U : 0U;
       }
     }
     auto decision =
@@ -1137,6 +1134,15 @@ void Daemon::runNoPathRetry(Clock::time_point now) {
           };
         });
   }
+}
+
+Daemon::Verdict Daemon::verdictOf(const std::string &device) const {
+  const auto state = health_.state(device);
+  if (!state || *state == PathState::Unknown || *state == PathState::Pending) {
+    return Verdict::Unchecked;
+  }
+  return selector::isUsable(*state) && !adminFailed_.contains(device) ? Verdict::Usable
+                                                                      : Verdict::Unusable;
 }
 
 std::vector<FailbackGroup> Daemon::failbackGroups(const MapState &map) const {

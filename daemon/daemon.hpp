@@ -164,6 +164,10 @@ private:
   /// undo it. nullopt when it may go ahead.
   [[nodiscard]] std::optional<std::string> refuseSwitch(const std::string &alias,
                                                         const MapState &map, unsigned group) const;
+  /// The daemon's verdict on a path for the map-level policies: usable (up
+  /// or ghost, not held failed by the admin), not checked yet, or unusable.
+  enum class Verdict { Usable, Unchecked, Unusable };
+  [[nodiscard]] Verdict verdictOf(const std::string &device) const;
   /// The map's groups as failback sees them: priority and usable paths.
   [[nodiscard]] std::vector<FailbackGroup> failbackGroups(const MapState &map) const;
   void syncMultipathd();
