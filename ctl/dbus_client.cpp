@@ -81,6 +81,7 @@ daemon::MapView mapFrom(const PropertyMap &p) {
   map.usablePaths = get<std::uint32_t>(p, "UsablePaths");
   map.totalPaths = get<std::uint32_t>(p, "TotalPaths");
   map.queueing = get<bool>(p, "Queueing");
+  map.noPathRetry = get<std::string>(p, "NoPathRetry");
   for (const auto &group : get<GroupsValue>(p, "Groups")) {
     map.groups.push_back({std::get<0>(group), std::get<1>(group), std::get<2>(group)});
   }
@@ -202,6 +203,12 @@ void DaemonClient::reinstatePath(const std::string &device) {
 }
 void DaemonClient::switchGroup(const std::string &map, unsigned group) {
   manage(proxies_->root.proxy(), "SwitchGroup", map, static_cast<std::uint32_t>(group));
+}
+void DaemonClient::disableQueueing(const std::string &map) {
+  manage(proxies_->root.proxy(), "DisableQueueing", map);
+}
+void DaemonClient::restoreQueueing(const std::string &map) {
+  manage(proxies_->root.proxy(), "RestoreQueueing", map);
 }
 void DaemonClient::setSelector(const std::string &map, const std::string &selector) {
   manage(proxies_->root.proxy(), "SetSelector", map, selector);

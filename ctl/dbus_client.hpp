@@ -54,6 +54,8 @@ public:
   void failPath(const std::string &device);
   void reinstatePath(const std::string &device);
   void switchGroup(const std::string &map, unsigned group);
+  void disableQueueing(const std::string &map);
+  void restoreQueueing(const std::string &map);
   void setSelector(const std::string &map, const std::string &selector);
   void rescan();
 

@@ -33,6 +33,12 @@ overrides the system bus):
   switch-group MAP N
                     Make group N (1-based) the active group of MAP (refused
                     if failback would undo it: see pathkeeperctl(8))
+  disable-queueing MAP...|--all
+                    Stop queueing I/O while MAP has no usable path: queued and
+                    new I/O fail at once (dm fail_if_no_path), until
+                    restore-queueing
+  restore-queueing MAP...|--all
+                    Let no_path_retry decide again
   set-selector MAP SELECTOR
                     round-robin, queue-length, service-time or historical-service-time
   reconfigure       Re-read the configuration
@@ -64,6 +70,44 @@ std::optional<unsigned> parseUnsigned(const std::string &text) {
     return std::nullopt;
   }
   return value;
+}
+
+bool isQueueingCommand(const std::string &command) {
+  return command == "disable-queueing" || command == "restore-queueing";
+}
+
+/// disable-queueing and restore-queueing: every map named, or all; each is
+/// tried, and the first failure decides the exit status.
+int runQueueing(DaemonClient &client, const std::string &command, std::vector<std::string> maps) {
+  if (maps.empty()) {
+    for (const auto &map : client.snapshot().maps) {
+      maps.push_back(map.alias);
+    }
+    if (maps.empty()) {
+      std::cerr << "pathkeeperctl: " << command << ": pathkeeperd has no map\n";
+      return 0;
+    }
+  }
+  int status = 0;
+  for (const auto &map : maps) {
+    try {
+      if (command == "disable-queueing") {
+        client.disableQueueing(map);
+      } else {
+        client.restoreQueueing(map);
+      }
+      std::cout << map << ": "
+                << (command == "disable-queueing" ? "queueing disabled" : "queueing restored")
+                << "\n";
+    } catch (const sdbus::Error &error) {
+      const auto failure = describeBusError(error);
+      std::cerr << "pathkeeperctl: " << map << ": " << failure.message << "\n";
+      if (status == 0) {
+        status = failure.status;
+      }
+    }
+  }
+  return status;
 }
 
 std::unique_ptr<sdbus::IConnection> connect() {
@@ -109,6 +153,7 @@ int run(const std::string &command, const std::vector<std::string> &args, std::s
   bool json = false;
   std::optional<bool> colour;
   std::optional<unsigned> count;
+  bool all = false;
   std::vector<std::string> operands;
   for (; i < args.size(); ++i) {
     const std::string &arg = args[i];
@@ -118,6 +163,8 @@ int run(const std::string &command, const std::vector<std::string> &args, std::s
       colour = true;
     } else if ((arg == "--no-color" || arg == "--no-colour") && command == "status") {
       colour = false;
+    } else if (arg == "--all" && isQueueingCommand(command)) {
+      all = true;
     } else if (arg == "--count" && command == "watch") {
       if (i + 1 >= args.size() || !parseUnsigned(args[i + 1])) {
         return usage("--count needs a number");
@@ -130,7 +177,12 @@ int run(const std::string &command, const std::vector<std::string> &args, std::s
     }
   }
   std::size_t wanted = 0;
-  if (command == "fail-path" || command == "reinstate-path") {
+  if (isQueueingCommand(command)) {
+    if (all != operands.empty()) {
+      return usage(command + " takes one or more maps, or --all");
+    }
+    wanted = operands.size();
+  } else if (command == "fail-path" || command == "reinstate-path") {
     wanted = 1;
   } else if (command == "switch-group" || command == "set-selector") {
     wanted = 2;
@@ -165,6 +217,9 @@ int run(const std::string &command, const std::vector<std::string> &args, std::s
     if (command == "watch") {
       return runWatch(*connection, client, json, count);
     }
+    if (isQueueingCommand(command)) {
+      return runQueueing(client, command, operands);
+    }
     if (command == "fail-path") {
       client.failPath(operands[0]);
     } else if (command == "reinstate-path") {
@@ -189,7 +244,7 @@ int run(const std::string &command, const std::vector<std::string> &args, std::s
 bool isDbusCommand(const std::string &command) {
   return command == "status" || command == "watch" || command == "fail-path" ||
          command == "reinstate-path" || command == "switch-group" || command == "set-selector" ||
-         command == "reconfigure" || command == "rescan";
+         isQueueingCommand(command) || command == "reconfigure" || command == "rescan";
 }
 
 int runDbusCommand(const std::string &command, const std::vector<std::string> &args,

@@ -38,8 +38,8 @@ Commands:
   doctor    Check the network for per-NIC iSCSI binding (egress NIC, source
             address, shared subnets, ARP flux, rp_filter, bonds, link, MTU) and
             print each finding with its fix; needs no daemon
-  status, watch, fail-path, reinstate-path, switch-group, set-selector,
-  reconfigure, rescan
+  status, watch, fail-path, reinstate-path, switch-group, disable-queueing,
+  restore-queueing, set-selector, reconfigure, rescan
             Show or change pathkeeperd's state over D-Bus (see D-Bus commands)
   export multipath-conf
             Print the multipath.conf that gives multipath-tools 0.9.4 the maps

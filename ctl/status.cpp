@@ -163,6 +163,11 @@ std::string statusToText(const daemon::StateSnapshot &snapshot, bool colour) {
     out += fmt::format("{} ({}) {} selector={} paths={}/{}{}", map.alias, map.wwid,
                        paint(map.state, colour), map.selector, map.usablePaths, map.totalPaths,
                        map.queueing ? " queueing" : "");
+    if (map.noPathRetry == "expired") {
+      out += " no_path_retry=expired"; // I/O fails until a path is usable
+    } else if (map.noPathRetry == "disabled") {
+      out += " queueing-disabled"; // the admin's, until restore-queueing
+    }
     if (map.adaptive != "off" && !map.adaptive.empty()) {
       out += fmt::format(" adaptive={} reloads={}", map.adaptive, map.adaptiveReloads);
     }

@@ -47,6 +47,7 @@ struct Daemon::MapState {
   std::map<std::string, unsigned> liveWeights; ///< device -> relative_throughput in the live table
   unsigned activeGroup = 0;                    ///< 1-based; 0 when unknown
   bool queueing = false;
+  bool tableQueues = false; ///< queue_if_no_path in the kernel's table (its current flag)
 };
 
 namespace {
@@ -799,19 +800,7 @@ Expected<void> Daemon::switchGroup(const std::string &map, unsigned group) {
     if (!command) {
       return pathkeeper::fail("cannot build a multipathd switchgroup command for '" + map + "'");
     }
-    multipathd_->request(
-        *command, kMultipathdTimeout,
-        [cmd = *command](Expected<std::string> reply) {
-          Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
-                                    : Expected<void>(pathkeeper::fail(reply.error()));
-          if (ok) {
-            log::info(fmt::format("multipathd: {}: ok", cmd));
-          } else {
-            log::error(fmt::format("multipathd: {}: {}", cmd, ok.error()));
-          }
-        },
-        Clock::now());
-    syncMultipathd();
+    forwardToMultipathd(*command, {"MAP", map});
     return {};
   }
   if (auto refused = refuseSwitch(map, it->second, group)) {
@@ -885,6 +874,83 @@ std::optional<std::string> Daemon::refuseSwitch(const std::string &alias, const 
                 : fmt::format("deferred by {}s", policy.delay.count()),
       alias, best,
       immediate ? std::string{"at once"} : fmt::format("{}s later", policy.delay.count()), best);
+}
+
+Expected<void> Daemon::disableQueueing(const std::string &map) {
+  auto it = maps_.find(map);
+  if (it == maps_.end()) {
+    return pathkeeper::fail("no such map: '" + map + "'");
+  }
+  if (mode_ == selector::Mode::Companion) {
+    auto command = queueingCommand(map, false);
+    if (!command) {
+      return pathkeeper::fail("cannot build a multipathd disablequeueing command for '" + map +
+                              "'");
+    }
+    forwardToMultipathd(*command, {"MAP", map});
+    return {};
+  }
+  if (!it->second.desired) {
+    return pathkeeper::fail("map " + map + " is not one pathkeeperd maintains");
+  }
+  queueingDisabled_.insert(map);
+  if (reconcileRunning_) {
+    reconcileAgain_ = true; // a reload in flight brings the table's queue_if_no_path back
+  }
+  log::notice(fmt::format("map {}: queueing disabled by the admin: while no path is usable, "
+                          "queued and new I/O fail, until restore-queueing",
+                          map),
+              {{"MAP", map}});
+  sendQueueing(map, false, "disabled by the admin", false);
+  requestPublish();
+  return {};
+}
+
+Expected<void> Daemon::restoreQueueing(const std::string &map) {
+  auto it = maps_.find(map);
+  if (it == maps_.end()) {
+    return pathkeeper::fail("no such map: '" + map + "'");
+  }
+  if (mode_ == selector::Mode::Companion) {
+    auto command = queueingCommand(map, true);
+    if (!command) {
+      return pathkeeper::fail("cannot build a multipathd restorequeueing command for '" + map +
+                              "'");
+    }
+    forwardToMultipathd(*command, {"MAP", map});
+    return {};
+  }
+  if (!it->second.desired) {
+    return pathkeeper::fail("map " + map + " is not one pathkeeperd maintains");
+  }
+  const bool wasDisabled = queueingDisabled_.erase(map) > 0;
+  if (!wasDisabled) {
+    log::info(fmt::format("map {}: restore-queueing: queueing was not disabled", map),
+              {{"MAP", map}});
+    return {};
+  }
+  if (reconcileRunning_) {
+    reconcileAgain_ = true; // the pass in flight may still send fail_if_no_path
+  }
+  // no_path_retry decides, as if the admin had never disabled queueing: its
+  // count went on meanwhile.
+  using Kind = selector::NoPathRetry::Kind;
+  const auto &policy = it->second.desired->noPathRetry;
+  const bool expired = noPathRetry_.expired(map);
+  if (policy.kind == Kind::Queue || (policy.kind == Kind::Count && !expired)) {
+    log::notice(fmt::format("map {}: queueing restored by the admin", map), {{"MAP", map}});
+    sendQueueing(map, true, "restored by the admin", false);
+  } else {
+    log::notice(fmt::format("map {}: queueing restored by the admin; I/O still fails while no "
+                            "path is usable: {}",
+                            map,
+                            expired ? "no_path_retry ran out, queueing returns with the first "
+                                      "usable path"
+                                    : "no_path_retry is \"fail\""),
+                {{"MAP", map}});
+  }
+  requestPublish();
+  return {};
 }
 
 Expected<void> Daemon::setSelector(const std::string &map, const std::string &selector) {
@@ -999,6 +1065,22 @@ void Daemon::apply(const HealthTracker::Decisions &decisions) {
   }
 }
 
+void Daemon::forwardToMultipathd(const std::string &command, const log::Field &field) {
+  multipathd_->request(
+      command, kMultipathdTimeout,
+      [command, field](Expected<std::string> reply) {
+        Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
+                                  : Expected<void>(pathkeeper::fail(reply.error()));
+        if (ok) {
+          log::info(fmt::format("multipathd: {}: ok", command), {field});
+        } else {
+          log::error(fmt::format("multipathd: {}: {}", command, ok.error()), {field});
+        }
+      },
+      Clock::now());
+  syncMultipathd();
+}
+
 void Daemon::sendPathMessage(const std::string &device, bool fail, const std::string &reason) {
   if (mode_ == selector::Mode::Companion) {
     auto command = fail ? failPathCommand(device) : reinstatePathCommand(device);
@@ -1006,19 +1088,7 @@ void Daemon::sendPathMessage(const std::string &device, bool fail, const std::st
       log::error(fmt::format("cannot ask multipathd about '{}': not a valid device name", device));
       return;
     }
-    multipathd_->request(
-        *command, kMultipathdTimeout,
-        [cmd = *command, device](Expected<std::string> reply) {
-          Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
-                                    : Expected<void>(pathkeeper::fail(reply.error()));
-          if (ok) {
-            log::info(fmt::format("multipathd: {}: ok", cmd), {{"PATH", device}});
-          } else {
-            log::error(fmt::format("multipathd: {}: {}", cmd, ok.error()), {{"PATH", device}});
-          }
-        },
-        Clock::now());
-    syncMultipathd();
+    forwardToMultipathd(*command, {"PATH", device});
     return;
   }
   const std::string map = mapOfDevice(device);
@@ -1104,36 +1174,72 @@ void Daemon::runNoPathRetry(Clock::time_point now) {
     if (!decision) {
       continue;
     }
-    const std::string text = decision->queue ? "queue_if_no_path" : "fail_if_no_path";
-    messageWorker_->post(
-        fmt::format("{} on {}", text, alias),
-        [this, alias = alias, text, decision = *decision,
-         interval](DeviceMapper &dm) -> DmWorker::Continuation {
-          try {
-            dm.message(alias, text);
-          } catch (const std::exception &e) {
-            return [this, alias, text, interval, what = std::string(e.what())] {
-              noPathRetry_.sendFailed(alias, Clock::now() + interval);
-              log::error(fmt::format("{} on {} failed: {}", text, alias, what), {{"MAP", alias}});
-              rearmHealthTimer();
-            };
-          }
-          return [this, alias, decision] {
-            if (decision.queue) {
-              log::notice(fmt::format("map {}: queue_if_no_path again ({}): I/O queues while "
-                                      "no path is usable, for no_path_retry",
-                                      alias, decision.reason),
-                          {{"MAP", alias}});
-            } else {
-              log::write(log::Level::Warning,
-                         fmt::format("map {}: queueing stopped, queued and new I/O fail: {}", alias,
-                                     decision.reason),
-                         {{"MAP", alias}});
-            }
-            requestPublish();
-          };
-        });
+    if (queueingDisabled_.contains(alias)) {
+      // The count goes on, so that RestoreQueueing finds it where it is.
+      log::info(fmt::format("map {}: no_path_retry would {} ({}), but the admin disabled queueing",
+                            alias, decision->queue ? "queue again" : "stop queueing",
+                            decision->reason),
+                {{"MAP", alias}});
+      continue;
+    }
+    sendQueueing(alias, decision->queue, decision->reason, true);
   }
+}
+
+void Daemon::sendQueueing(const std::string &alias, bool queue, const std::string &reason,
+                          bool fromCount) {
+  const std::string text = queue ? "queue_if_no_path" : "fail_if_no_path";
+  const auto interval = config_.defaults.health.checkerInterval;
+  messageWorker_->post(
+      fmt::format("{} on {}", text, alias),
+      [this, alias, text, queue, reason, fromCount,
+       interval](DeviceMapper &dm) -> DmWorker::Continuation {
+        try {
+          dm.message(alias, text);
+        } catch (const std::exception &e) {
+          return [this, alias, text, fromCount, interval, what = std::string(e.what())] {
+            log::error(fmt::format("{} on {} failed: {}", text, alias, what), {{"MAP", alias}});
+            if (fromCount) {
+              noPathRetry_.sendFailed(alias, Clock::now() + interval);
+              rearmHealthTimer();
+            } else if (maps_.contains(alias)) {
+              requestReconcile(text + " failed on " + alias); // it sends what is due
+            }
+          };
+        }
+        return [this, alias, queue, reason] {
+          if (queue) {
+            log::notice(fmt::format("map {}: queue_if_no_path again ({}): I/O queues while no "
+                                    "path is usable",
+                                    alias, reason),
+                        {{"MAP", alias}});
+          } else {
+            log::write(
+                log::Level::Warning,
+                fmt::format("map {}: queueing stopped, queued and new I/O fail: {}", alias, reason),
+                {{"MAP", alias}});
+          }
+          requestPublish();
+        };
+      });
+}
+
+std::string Daemon::noPathRetryOf(const std::string &alias, const MapState &map) const {
+  if (!map.desired) {
+    return map.tableQueues ? "queue" : "fail"; // multipathd's map (or one not ours)
+  }
+  if (queueingDisabled_.contains(alias)) {
+    return "disabled";
+  }
+  switch (map.desired->noPathRetry.kind) {
+  case selector::NoPathRetry::Kind::Fail:
+    return "fail";
+  case selector::NoPathRetry::Kind::Queue:
+    return "queue";
+  case selector::NoPathRetry::Kind::Count:
+    break;
+  }
+  return noPathRetry_.expired(alias) ? "expired" : std::to_string(map.desired->noPathRetry.count);
 }
 
 Daemon::Verdict Daemon::verdictOf(const std::string &device) const {
@@ -1329,10 +1435,32 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
     }
     input.usable[path.path.devt] = selector::isUsable(*state) && !adminFailed_.contains(name);
   }
+  if (!queueingAdopted_) {
+    // After a restart: a map that does not queue although its no_path_retry
+    // count says it should ran out of its count (or the admin stopped it)
+    // before this start. Queueing it again now would hang I/O on a map that
+    // may have no path at all; the first usable path brings it back.
+    queueingAdopted_ = true;
+    for (const auto &map : live) {
+      auto wanted = std::ranges::find_if(
+          input.desired, [&](const auto &d) { return d.spec.alias == map.info.name; });
+      if (!map.table || map.table->features.queueIfNoPath || wanted == input.desired.end() ||
+          wanted->noPathRetry.kind != selector::NoPathRetry::Kind::Count ||
+          queueingDisabled_.contains(map.info.name)) {
+        continue;
+      }
+      noPathRetry_.adoptExpired(map.info.name);
+      log::notice(fmt::format("map {}: found not queueing (no_path_retry ran out, or queueing "
+                              "was disabled, before this start); it queues again once a path "
+                              "is usable",
+                              map.info.name),
+                  {{"MAP", map.info.name}});
+    }
+  }
   // A map whose no_path_retry ran out must not queue again because a
   // reload's table says queue_if_no_path.
   for (const auto &[alias, map] : maps_) {
-    if (noPathRetry_.expired(alias)) {
+    if (noPathRetry_.expired(alias) || queueingDisabled_.contains(alias)) {
       input.queueIfNoPath[alias] = false;
     }
   }
@@ -1443,7 +1571,7 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
       // decides again (runMapPolicies after the pass), and one more pass
       // puts an expired no_path_retry back into the new table.
       failback_.switchFailed(action.map);
-      if (noPathRetry_.expired(action.map)) {
+      if (noPathRetry_.expired(action.map) || queueingDisabled_.contains(action.map)) {
         reconcileAgain_ = true;
       }
       // "I/O held": the resume ioctl (suspend, swap, resume), what new I/O
@@ -1511,6 +1639,7 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
       }
       state.groupPriorities.push_back(priority);
     }
+    state.tableQueues = map.table->features.queueIfNoPath;
     if (map.status) {
       state.queueing = map.status->queueIo;
       // As kernelGroup() sees it: an idle map, or one just switched, has
@@ -1530,6 +1659,9 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
     if (now == maps.end() || now->second.groups != old.groups) {
       failback_.forget(alias);
       noPathRetry_.forget(alias);
+    }
+    if (now == maps.end()) {
+      queueingDisabled_.erase(alias);
     }
   }
   maps_ = std::move(maps);
@@ -1838,6 +1970,7 @@ StateSnapshot Daemon::snapshot() const {
     view.selector = map.selector;
     view.activeGroup = map.activeGroup;
     view.queueing = map.queueing;
+    view.noPathRetry = noPathRetryOf(alias, map);
     if (map.desired && adaptiveWanted(*map.desired) && !selectorOverrides_.contains(alias)) {
       view.adaptive = map.desired->autoSelector ? "selector" : "weights";
     }

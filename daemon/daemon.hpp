@@ -19,6 +19,7 @@
 #include "failback.hpp"
 #include "health.hpp"
 #include "iscsi_discovery.hpp"
+#include "log.hpp"
 #include "multipathd_client.hpp"
 #include "network_watch.hpp"
 #include "no_path_retry.hpp"
@@ -115,6 +116,8 @@ public:
   Expected<void> failPath(const std::string &device) override;
   Expected<void> reinstatePath(const std::string &device) override;
   Expected<void> switchGroup(const std::string &map, unsigned group) override;
+  Expected<void> disableQueueing(const std::string &map) override;
+  Expected<void> restoreQueueing(const std::string &map) override;
   Expected<void> setSelector(const std::string &map, const std::string &selector) override;
   Expected<void> rescan() override;
 
@@ -158,6 +161,16 @@ private:
   /// The map-level reactions to path states: no_path_retry, then failback.
   void runMapPolicies(Clock::time_point now);
   void runNoPathRetry(Clock::time_point now);
+  /// Sends queue_if_no_path (@p queue) or fail_if_no_path to map @p alias;
+  /// @p reason is for the log. A message from the no_path_retry count
+  /// (@p fromCount) that fails is retried by the count, any other by a
+  /// reconcile pass.
+  void sendQueueing(const std::string &alias, bool queue, const std::string &reason,
+                    bool fromCount);
+  /// What map @p alias does with I/O while no path is usable (MapView::noPathRetry).
+  [[nodiscard]] std::string noPathRetryOf(const std::string &alias, const MapState &map) const;
+  /// Companion mode: sends @p command to multipathd and logs its answer.
+  void forwardToMultipathd(const std::string &command, const log::Field &field);
   void runFailback(Clock::time_point now);
   /// Why the admin's switch of map @p alias to @p group (in range) is
   /// refused: the group has no usable path, or the failback policy would
@@ -251,6 +264,12 @@ private:
   /// identity (devt, WWID) of the device the admin failed. The kernel reuses
   /// sdX names, so a hold ends with its device (syncHealth).
   std::map<std::string, std::string> adminFailed_;
+  /// Maps whose queueing the admin disabled (DisableQueueing), by alias:
+  /// they do not queue until RestoreQueueing, whatever no_path_retry says.
+  /// Dropped with the map.
+  std::set<std::string, std::less<>> queueingDisabled_;
+  /// The first reconcile pass has taken over the kernel's queueing state.
+  bool queueingAdopted_ = false;
   DmEchoFilter echoes_; ///< our messages whose dm events are still due
   std::map<std::string, selector::SelectorKind> selectorOverrides_; ///< SetSelector, by alias
   std::vector<std::function<void(const StateSnapshot &)>> listeners_;

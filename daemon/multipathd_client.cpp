@@ -450,6 +450,13 @@ std::optional<std::string> switchGroupCommand(std::string_view map, unsigned gro
   return fmt::format("switchgroup map {} group {}", map, group);
 }
 
+std::optional<std::string> queueingCommand(std::string_view map, bool queue) {
+  if (!plainWord(map)) {
+    return std::nullopt;
+  }
+  return fmt::format("{} map {}", queue ? "restorequeueing" : "disablequeueing", map);
+}
+
 std::string_view toString(MultipathdDmState state) {
   switch (state) {
   case MultipathdDmState::Active:

@@ -149,7 +149,8 @@ Expected<std::string> multipathdCommand(std::string_view command,
                                         std::chrono::milliseconds timeout = kMultipathdTimeout,
                                         std::string_view socketName = kMultipathdSocket);
 
-/// @brief Checks the reply to an action (fail, reinstate, switchgroup):
+/// @brief Checks the reply to an action (fail, reinstate, switchgroup,
+/// disablequeueing, restorequeueing):
 /// "ok" passes; "fail", "timeout", the permission message or anything else
 /// is an error quoting it.
 Expected<void> checkMultipathdActionReply(std::string_view reply);
@@ -162,6 +163,9 @@ std::optional<std::string> reinstatePathCommand(std::string_view device);
 /// @brief "switchgroup map mpatha group 2" (@p group counts from 1, as
 /// multipathd's does); nullopt for a bad name or group 0.
 std::optional<std::string> switchGroupCommand(std::string_view map, unsigned group);
+/// @brief "disablequeueing map mpatha", or "restorequeueing map mpatha"
+/// when @p queue; nullopt for a bad name.
+std::optional<std::string> queueingCommand(std::string_view map, bool queue);
 
 /// @brief The dm state multipathd shows for a path (%t: active, failed, undef).
 enum class MultipathdDmState { Active, Failed, Undef };

@@ -66,6 +66,12 @@ bool NoPathRetryTracker::expired(std::string_view alias) const {
   return it != maps_.end() && it->second.expired;
 }
 
+void NoPathRetryTracker::adoptExpired(std::string_view alias) {
+  MapState &state = maps_[std::string(alias)];
+  state.deadline.reset();
+  state.expired = true;
+}
+
 void NoPathRetryTracker::sendFailed(std::string_view alias, TimePoint retryAt) {
   auto it = maps_.find(alias);
   if (it == maps_.end()) {

@@ -51,6 +51,10 @@ public:
   /// @brief Whether the map's count ran out: the kernel must not queue, even
   /// after a reload whose table says queue_if_no_path.
   [[nodiscard]] bool expired(std::string_view alias) const;
+  /// @brief The map was found not queueing at startup although its count
+  /// says it should: treated as run out, so the first usable path (not a
+  /// path still unchecked) turns queueing back on.
+  void adoptExpired(std::string_view alias);
   /// @brief The message just requested failed: fail_if_no_path is due
   /// again at @p retryAt, queue_if_no_path at the next evaluation.
   void sendFailed(std::string_view alias, TimePoint retryAt);

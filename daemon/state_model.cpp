@@ -36,6 +36,7 @@ std::string snapshotToJson(const StateSnapshot &snapshot, std::optional<bool> re
                             {"usable_paths", map.usablePaths},
                             {"total_paths", map.totalPaths},
                             {"queueing", map.queueing},
+                            {"no_path_retry", map.noPathRetry},
                             {"groups", groups},
                             {"adaptive", map.adaptive},
                             {"adaptive_reloads", map.adaptiveReloads},

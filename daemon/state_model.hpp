@@ -79,6 +79,11 @@ struct MapView {
   unsigned usablePaths = 0;
   unsigned totalPaths = 0;
   bool queueing = false; ///< I/O is being queued (no usable path, queue_if_no_path)
+  /// What I/O does while no path is usable: "queue", "fail", the count of
+  /// no_path_retry ("12"), "expired" (the count ran out) or "disabled"
+  /// (the admin's DisableQueueing). Companion mode: "queue" or "fail", as
+  /// the kernel's table says.
+  std::string noPathRetry;
   std::vector<GroupView> groups;
   /// "off", "weights" (relative_throughput = "auto") or "selector" (selector = "auto").
   std::string adaptive = "off";
@@ -164,6 +169,11 @@ public:
   virtual Expected<void> reinstatePath(const std::string &device) = 0;
   /// @brief switch_group on a map; @p group is 1-based.
   virtual Expected<void> switchGroup(const std::string &map, unsigned group) = 0;
+  /// @brief Stops queueing on a map: I/O fails while no path is usable,
+  /// whatever no_path_retry says, until restoreQueueing().
+  virtual Expected<void> disableQueueing(const std::string &map) = 0;
+  /// @brief Ends disableQueueing(): no_path_retry decides again.
+  virtual Expected<void> restoreQueueing(const std::string &map) = 0;
   /// @brief Changes one map's path selector (reloads that map).
   virtual Expected<void> setSelector(const std::string &map, const std::string &selector) = 0;
   /// @brief Rescans sysfs and reconciles.

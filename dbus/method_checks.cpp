@@ -32,6 +32,14 @@ std::optional<MethodError> checkPathExists(const daemon::StateSnapshot &snapshot
   return std::nullopt;
 }
 
+std::optional<MethodError> checkMapExists(const daemon::StateSnapshot &snapshot,
+                                          const std::string &map) {
+  if (findMap(snapshot, map) == nullptr) {
+    return mapNotFound(map);
+  }
+  return std::nullopt;
+}
+
 std::optional<MethodError> checkGroup(const daemon::StateSnapshot &snapshot, const std::string &map,
                                       std::uint32_t group) {
   const auto *view = findMap(snapshot, map);

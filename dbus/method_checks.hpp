@@ -24,6 +24,9 @@ struct MethodError {
 /// @brief NotFound unless @p device is a published path.
 [[nodiscard]] std::optional<MethodError> checkPathExists(const daemon::StateSnapshot &snapshot,
                                                          const std::string &device);
+/// @brief NotFound unless @p map is a published map.
+[[nodiscard]] std::optional<MethodError> checkMapExists(const daemon::StateSnapshot &snapshot,
+                                                        const std::string &map);
 /// @brief NotFound for an unknown map, InvalidArgument for a group it lacks.
 [[nodiscard]] std::optional<MethodError> checkGroup(const daemon::StateSnapshot &snapshot,
                                                     const std::string &map, std::uint32_t group);

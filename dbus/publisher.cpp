@@ -58,6 +58,7 @@ private:
   std::uint32_t UsablePaths() override { return view_.usablePaths; }
   std::uint32_t TotalPaths() override { return view_.totalPaths; }
   bool Queueing() override { return view_.queueing; }
+  std::string NoPathRetry() override { return view_.noPathRetry; }
   GroupsValue Groups() override {
     GroupsValue groups;
     for (const auto &group : view_.groups) {
@@ -225,6 +226,16 @@ private:
         std::move(result), "SwitchGroup",
         [this, map, group] { return checkGroup(current_, map, group); },
         [this, map, group] { return commands_.switchGroup(map, group); });
+  }
+  void DisableQueueing(sdbus::Result<> &&result, std::string map) override {
+    guarded(
+        std::move(result), "DisableQueueing", [this, map] { return checkMapExists(current_, map); },
+        [this, map] { return commands_.disableQueueing(map); });
+  }
+  void RestoreQueueing(sdbus::Result<> &&result, std::string map) override {
+    guarded(
+        std::move(result), "RestoreQueueing", [this, map] { return checkMapExists(current_, map); },
+        [this, map] { return commands_.restoreQueueing(map); });
   }
   void SetSelector(sdbus::Result<> &&result, std::string map, std::string selector) override {
     guarded(

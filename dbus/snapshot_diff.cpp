@@ -85,6 +85,7 @@ std::vector<std::string> changedProperties(const MapView &before, const MapView 
       .field("UsablePaths", before.usablePaths, after.usablePaths)
       .field("TotalPaths", before.totalPaths, after.totalPaths)
       .field("Queueing", before.queueing, after.queueing)
+      .field("NoPathRetry", before.noPathRetry, after.noPathRetry)
       .field("Groups", before.groups, after.groups)
       .field("Adaptive", before.adaptive, after.adaptive)
       .field("AdaptiveReloads", before.adaptiveReloads, after.adaptiveReloads)

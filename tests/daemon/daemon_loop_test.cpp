@@ -777,6 +777,125 @@ TEST_F(DaemonLoopTest, NoPathRetryStopsQueueingOnceNoPathWasUsableForItsCount) {
   ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
 }
 
+class DaemonQueueingTest : public DaemonLoopTest {
+protected:
+  /// The xserve tree with no_path_retry = 2, started.
+  void startCounting() {
+    std::string config = kConfig;
+    const std::string defaults = "[defaults]\n";
+    config.insert(config.rfind(defaults) + defaults.size(), "no_path_retry = 2\n");
+    useTree("xserve", config);
+    startDaemon();
+    ASSERT_TRUE(runUntil([&] { return ready(); }));
+  }
+  void runFor(std::chrono::milliseconds duration) {
+    const auto until = EventLoop::Clock::now() + duration;
+    while (EventLoop::Clock::now() < until) {
+      loop_->runOnce(10ms);
+    }
+  }
+  bool queueing(const char *map) {
+    return dm_.with([&](FakeDeviceMapper &fake) { return fake.maps.at(map).queueIfNoPath; });
+  }
+  std::size_t sent(const char *map, const std::string &text) {
+    return dm_.with([&](FakeDeviceMapper &fake) {
+      return static_cast<std::size_t>(
+          std::ranges::count(fake.calls, std::string("message ") + map + " " + text));
+    });
+  }
+  std::string publishedNoPathRetry(const char *map) {
+    if (!published_) {
+      return {};
+    }
+    auto it = std::ranges::find(published_->maps, std::string(map), &MapView::alias);
+    return it == published_->maps.end() ? std::string{} : it->noPathRetry;
+  }
+};
+
+TEST_F(DaemonQueueingTest, DisableQueueingHoldsThroughReloadsAndPathsUntilRestored) {
+  startCounting();
+  ASSERT_TRUE(queueing(kUpper));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "2"; }));
+
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  EXPECT_TRUE(queueing(kLower)) << "only the map named";
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "disabled"; }));
+
+  // A reload's table says queue_if_no_path: the daemon takes it back.
+  ASSERT_TRUE(daemon_->setSelector(kUpper, "queue-length").has_value());
+  ASSERT_TRUE(runUntil([&] {
+    return dm_.with([&](FakeDeviceMapper &fake) {
+      return fake.maps.at(kUpper).params.find("queue-length") != std::string::npos &&
+             !fake.maps.at(kUpper).queueIfNoPath;
+    });
+  }));
+
+  // Every path goes and comes back: no_path_retry's count runs out and ends,
+  // and neither turns queueing on.
+  tur_.setDown("sda", true);
+  tur_.setDown("sdb", true);
+  ASSERT_TRUE(
+      runUntil([&] { return publishedState("sda") == "down" && publishedState("sdb") == "down"; }));
+  tur_.setDown("sda", false);
+  tur_.setDown("sdb", false);
+  ASSERT_TRUE(
+      runUntil([&] { return publishedState("sda") == "up" && publishedState("sdb") == "up"; }));
+  ASSERT_TRUE(runUntil([&] { return activeInDm(kUpper, "8:0") && activeInDm(kUpper, "8:16"); }));
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+
+  // Restored with usable paths: queueing is back at once.
+  ASSERT_TRUE(daemon_->restoreQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "2"; }));
+  EXPECT_FALSE(daemon_->disableQueueing("nomap").has_value());
+}
+
+TEST_F(DaemonQueueingTest, RestoreAfterTheCountRanOutWaitsForAUsablePath) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  tur_.setDown("sda", true);
+  tur_.setDown("sdb", true);
+  // The count (2 x 1 s) runs out while queueing is disabled; twice that
+  // is waited, since nothing published tells (the map shows "disabled").
+  ASSERT_TRUE(
+      runUntil([&] { return publishedState("sda") == "down" && publishedState("sdb") == "down"; }));
+  runFor(4s);
+  ASSERT_TRUE(daemon_->restoreQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
+  runFor(100ms);
+  EXPECT_FALSE(queueing(kUpper)) << "no path is usable and the count ran out";
+
+  tur_.setDown("sda", false);
+  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "2"; }));
+}
+
+TEST_F(DaemonQueueingTest, ARestartKeepsAMapThatRanOutOfItsCountFromQueueing) {
+  startCounting();
+  tur_.setDown("sda", true);
+  tur_.setDown("sdb", true);
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+
+  // A restart finds the map not queueing; its paths are not checked yet,
+  // then still down: queueing stays off.
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  ASSERT_TRUE(
+      runUntil([&] { return publishedState("sda") == "down" && publishedState("sdb") == "down"; }));
+  EXPECT_EQ(publishedNoPathRetry(kUpper), "expired");
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+  EXPECT_TRUE(queueing(kLower)) << "a map that queued is left as it was";
+
+  tur_.setDown("sdb", false);
+  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+}
+
 TEST_F(DaemonLoopTest, CheckOnlyChangesWaitForTheSlowLaneAndGoOutWithTheNextStateChange) {
   // A slow lane an hour long, and every latency move publishable at once:
   // only a state change can publish in this test.

@@ -199,6 +199,9 @@ TEST(MultipathdReplies, BuildsActionCommands) {
   EXPECT_FALSE(reinstatePathCommand("\"sdb\""));
   EXPECT_FALSE(switchGroupCommand("upper", 0));
   EXPECT_FALSE(switchGroupCommand("a{b", 1));
+  EXPECT_EQ(queueingCommand("upper", false), "disablequeueing map upper");
+  EXPECT_EQ(queueingCommand("upper", true), "restorequeueing map upper");
+  EXPECT_FALSE(queueingCommand("a b", true));
 }
 
 // --- the client against an in-test server ------------------------------------

@@ -522,6 +522,8 @@ TEST_F(DbusHost, UnprivilegedCallerReadsEverythingAndIsRefusedEveryMethod) {
       {"FailPath", {"string:sdb"}},
       {"ReinstatePath", {"string:sdb"}},
       {"SwitchGroup", {"string:xserve-lower", "uint32:2"}},
+      {"DisableQueueing", {"string:xserve-lower"}},
+      {"RestoreQueueing", {"string:xserve-lower"}},
       {"SetSelector", {"string:xserve-upper", "string:queue-length"}},
       {"Rescan", {}}};
   for (const auto &[method, args] : methods) {
@@ -546,13 +548,19 @@ TEST_F(DbusHost, RootMayCallEveryMethodAndGetsNamedErrors) {
            {"FailPath", {"string:sdb"}},
            {"ReinstatePath", {"string:sdb"}},
            {"SwitchGroup", {"string:xserve-lower", "uint32:2"}},
+           {"DisableQueueing", {"string:xserve-lower"}},
+           {"RestoreQueueing", {"string:xserve-lower"}},
            {"SetSelector", {"string:xserve-upper", "string:queue-length"}},
            {"Rescan", {}}}) {
     auto call = dbusSend(method, args, false);
     EXPECT_EQ(call.status, 0) << method << ": " << call.err;
   }
   EXPECT_EQ(serverCalls(), "calls: reconfigure; failPath sdb; reinstatePath sdb; switchGroup "
-                           "xserve-lower 2; setSelector xserve-upper queue-length; rescan");
+                           "xserve-lower 2; disableQueueing xserve-lower; restoreQueueing "
+                           "xserve-lower; setSelector xserve-upper queue-length; rescan");
+  auto noQueueingMap = dbusSend("DisableQueueing", {"string:nomap"}, false);
+  EXPECT_THAT(noQueueingMap.err,
+              HasSubstr("Error org.pathkeeper.PathKeeper1.Error.NotFound: no map named 'nomap'"));
 
   auto notFound = dbusSend("FailPath", {"string:sdx"}, false);
   EXPECT_THAT(notFound.err,
@@ -662,6 +670,39 @@ TEST_F(DbusHost, PathkeeperctlShowsStatusWatchesAndFailsAPath) {
   EXPECT_EQ(unknown.status, 1);
   EXPECT_EQ(unknown.err, "pathkeeperctl: no path 'sdx' (give a device name such as \"sdb\"; "
                          "pathkeeperctl status lists them)\n");
+}
+
+TEST_F(DbusHost, PathkeeperctlDisablesAndRestoresQueueingPerMapOrForAll) {
+  startServer();
+  auto one = ctl({"disable-queueing", "xserve-upper"});
+  EXPECT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(one.out, "xserve-upper: queueing disabled\n");
+  auto shown = busctl({"get-property", kBusName, objectPathOf(ObjectKind::Map, "xserve-upper"),
+                       kMapInterface, "NoPathRetry"});
+  EXPECT_EQ(shown.out, "s \"disabled\"\n") << shown.err;
+  auto status = ctl({"status"});
+  EXPECT_THAT(status.out, HasSubstr("selector=service-time paths=2/2 queueing-disabled"));
+  EXPECT_THAT(status.out, HasSubstr("selector=round-robin paths=2/2\n"))
+      << "only the disabled map says so";
+
+  // Each map is tried; the first failure decides the exit status.
+  auto some = ctl({"restore-queueing", "nomap", "xserve-upper"});
+  EXPECT_EQ(some.status, 1);
+  EXPECT_EQ(some.err, "pathkeeperctl: nomap: no map named 'nomap'\n");
+  EXPECT_EQ(some.out, "xserve-upper: queueing restored\n");
+
+  auto all = ctl({"disable-queueing", "--all"});
+  EXPECT_EQ(all.status, 0) << all.err;
+  EXPECT_EQ(serverCalls(), "calls: disableQueueing xserve-upper; restoreQueueing xserve-upper; "
+                           "disableQueueing 1 m\xC3\xA4p.x; disableQueueing xserve-lower; "
+                           "disableQueueing xserve-upper");
+
+  for (const auto &args : std::vector<std::vector<std::string>>{
+           {"disable-queueing"}, {"restore-queueing", "--all", "xserve-upper"}}) {
+    auto bad = ctl(args);
+    EXPECT_EQ(bad.status, 2) << args.size();
+    EXPECT_THAT(bad.err, HasSubstr("takes one or more maps, or --all"));
+  }
 }
 
 // The README's busctl lines, exactly as written there.

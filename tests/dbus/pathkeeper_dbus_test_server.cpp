@@ -60,6 +60,14 @@ public:
   Expected<void> switchGroup(const std::string &map, unsigned group) override {
     return record(fmt::format("switchGroup {} {}", map, group));
   }
+  Expected<void> disableQueueing(const std::string &map) override {
+    setNoPathRetry(map, "disabled");
+    return record("disableQueueing " + map);
+  }
+  Expected<void> restoreQueueing(const std::string &map) override {
+    setNoPathRetry(map, "12");
+    return record("restoreQueueing " + map);
+  }
   Expected<void> setSelector(const std::string &map, const std::string &selector) override {
     return record(fmt::format("setSelector {} {}", map, selector));
   }
@@ -112,6 +120,17 @@ private:
   Expected<void> record(std::string call) {
     calls_.push_back(std::move(call));
     return {};
+  }
+
+  void setNoPathRetry(const std::string &alias, const std::string &value) {
+    for (auto &map : snapshot_.maps) {
+      if (map.alias == alias) {
+        map.noPathRetry = value;
+      }
+    }
+    if (publisher_ != nullptr) {
+      publisher_->publish(snapshot_);
+    }
   }
 
   void setPath(const std::string &device, const std::string &state, const std::string &dmState) {

@@ -50,6 +50,7 @@ inline daemon::StateSnapshot sampleSnapshot() {
   upper.usablePaths = 2;
   upper.totalPaths = 2;
   upper.groups = {{1, 50, {"sdb", "sdc"}}};
+  upper.noPathRetry = "12";
   daemon::MapView lower = upper;
   // Only the upper map is adaptive, and has reloaded once for measured weights.
   upper.adaptive = "weights";
