@@ -246,6 +246,13 @@ void Daemon::start() {
   } catch (const std::exception &e) {
     throw std::runtime_error(fmt::format("device-mapper: {}", e.what()));
   }
+  loadAdminHolds();
+  if (!options_.stateFile.empty()) {
+    // The previous run's (the unit keeps /run/pathkeeper across restarts):
+    // it must not say "ready" for this one. The first publication writes it.
+    std::error_code ec;
+    fs::remove(options_.stateFile, ec);
+  }
   // From here on every device-mapper call goes through a worker, so that
   // suspends and udev waits never stall the loop (see dm_worker.hpp). Two
   // lanes: table work (reads, create, reload) can wait for udev for
@@ -284,6 +291,94 @@ void Daemon::start() {
   // The watchdog now: the loop runs (and answers it) while the first
   // reconcile's device-mapper work is on the worker.
   loop_.enableWatchdog();
+}
+
+void Daemon::loadAdminHolds() {
+  if (options_.adminHoldsFile.empty()) {
+    return;
+  }
+  std::error_code ec;
+  if (!fs::exists(options_.adminHoldsFile, ec)) {
+    return;
+  }
+  const std::string where = options_.adminHoldsFile.string();
+  auto text = readConfigFile(options_.adminHoldsFile);
+  if (!text) {
+    log::error(fmt::format("cannot read the admin's holds from before this start: {}; they "
+                           "are lost (see pathkeeperctl status)",
+                           text.error()));
+    return;
+  }
+  std::vector<std::string> problems;
+  const AdminHolds holds = parseAdminHolds(*text, problems);
+  for (const auto &problem : problems) {
+    log::error(fmt::format("{}: {}; that hold is lost", where, problem));
+  }
+  for (const auto &[device, identity] : holds.failedPaths) {
+    const InventoryPath *path = pathByDevice(device);
+    if (path != nullptr && identityOf(*path) == identity) {
+      adminFailed_[device] = identity;
+      log::notice(fmt::format("path {}: still failed by the admin (held since before this "
+                              "start); held until reinstated",
+                              device),
+                  {{"PATH", device}});
+    } else {
+      log::notice(fmt::format("path {}: the admin's hold from before this start ends: {}", device,
+                              path == nullptr ? "the device is gone"
+                                              : "the name now belongs to another device"),
+                  {{"PATH", device}});
+    }
+  }
+  for (const auto &alias : holds.queueingDisabled) {
+    if (mode_ == selector::Mode::Owner && maps_.contains(alias)) {
+      queueingDisabled_.insert(alias);
+      log::notice(fmt::format("map {}: queueing still disabled by the admin (since before this "
+                              "start), until restore-queueing",
+                              alias),
+                  {{"MAP", alias}});
+    } else {
+      log::notice(fmt::format("map {}: the admin's disable-queueing from before this start ends: "
+                              "{}",
+                              alias,
+                              mode_ == selector::Mode::Owner ? "the map is gone"
+                                                             : "multipathd owns the maps now"),
+                  {{"MAP", alias}});
+    }
+  }
+  saveAdminHolds();
+}
+
+void Daemon::saveAdminHolds() {
+  if (options_.adminHoldsFile.empty()) {
+    return;
+  }
+  AdminHolds holds;
+  holds.failedPaths = adminFailed_;
+  holds.queueingDisabled = queueingDisabled_;
+  std::string text = renderAdminHolds(holds);
+  if (text == savedHolds_) {
+    return;
+  }
+  std::error_code ec;
+  fs::create_directories(options_.adminHoldsFile.parent_path(), ec);
+  const fs::path tmp = options_.adminHoldsFile.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      log::error(fmt::format("cannot write {}: the admin's holds would not survive a restart",
+                             tmp.string()));
+      return;
+    }
+  }
+  fs::rename(tmp, options_.adminHoldsFile, ec);
+  if (ec) {
+    log::error(fmt::format("cannot replace {}: {}; the admin's holds would not survive a restart",
+                           options_.adminHoldsFile.string(), ec.message()));
+    return;
+  }
+  savedHolds_ = std::move(text);
 }
 
 void Daemon::finishStartup() {
@@ -737,6 +832,7 @@ Expected<void> Daemon::failPath(const std::string &device) {
     // message to the old table is lost: one more pass fails it again.
     reconcileAgain_ = true;
   }
+  saveAdminHolds();
   log::write(log::Level::Notice,
              fmt::format("path {}: failed by the admin; held until reinstated", device),
              {{"PATH", device}, {"MAP", mapOfDevice(device)}}, log::id::kPathFailed);
@@ -753,6 +849,7 @@ Expected<void> Daemon::reinstatePath(const std::string &device) {
     return pathkeeper::fail("path " + device + " is in no map");
   }
   const bool held = adminFailed_.erase(device) > 0;
+  saveAdminHolds();
   if (held && reconcileRunning_) {
     reconcileAgain_ = true; // the pass in flight may fail it again: one more puts it right
   }
@@ -894,6 +991,7 @@ Expected<void> Daemon::disableQueueing(const std::string &map) {
     return pathkeeper::fail("map " + map + " is not one pathkeeperd maintains");
   }
   queueingDisabled_.insert(map);
+  saveAdminHolds();
   if (reconcileRunning_) {
     reconcileAgain_ = true; // a reload in flight brings the table's queue_if_no_path back
   }
@@ -924,6 +1022,7 @@ Expected<void> Daemon::restoreQueueing(const std::string &map) {
     return pathkeeper::fail("map " + map + " is not one pathkeeperd maintains");
   }
   const bool wasDisabled = queueingDisabled_.erase(map) > 0;
+  saveAdminHolds();
   if (!wasDisabled) {
     log::info(fmt::format("map {}: restore-queueing: queueing was not disabled", map),
               {{"MAP", map}});
@@ -2107,6 +2206,7 @@ void Daemon::publish() {
   if (!options_.stateFile.empty()) {
     writeStateFile(snap);
   }
+  saveAdminHolds(); // holds that ended with their device or map
   lastPublished_ = std::move(snap);
 }
 

@@ -11,6 +11,7 @@
 // debounce.
 
 #include "adaptive_controller.hpp"
+#include "admin_holds.hpp"
 #include "config.hpp"
 #include "dm_adapter.hpp"
 #include "dm_echo.hpp"
@@ -55,6 +56,9 @@ struct DaemonOptions {
   /// automatically (like multipathd's wwids file), removed in companion
   /// mode. Empty disables it.
   std::filesystem::path ownedWwidsFile{"/var/lib/pathkeeper/owned-wwids"};
+  /// The admin's holds (FailPath, DisableQueueing), kept across restarts
+  /// (admin_holds.hpp); under /run, so a reboot ends them. Empty disables it.
+  std::filesystem::path adminHoldsFile{"/run/pathkeeper/admin-holds"};
   /// udevd's runtime directory: udevd runs when its control socket is there.
   std::filesystem::path udevRunDir{"/run/udev"};
   std::optional<selector::Mode> mode; ///< overrides the config's mode
@@ -204,6 +208,10 @@ private:
   void publish();
   void writeStateFile(const StateSnapshot &snap) const;
   void syncOwnedWwids();
+  /// Startup: takes over the holds of the previous run that still apply.
+  void loadAdminHolds();
+  /// Writes the holds when they changed since the last write.
+  void saveAdminHolds();
   /// @brief Owner mode with udevd: a change uevent to each path of an owned
   /// WWID that udev's database shows unmarked, once per path. Runs at every
   /// publication (syncOwnedWwids), and every udev event of a path asks for
@@ -268,6 +276,7 @@ private:
   /// they do not queue until RestoreQueueing, whatever no_path_retry says.
   /// Dropped with the map.
   std::set<std::string, std::less<>> queueingDisabled_;
+  std::string savedHolds_; ///< what saveAdminHolds() last wrote
   /// The first reconcile pass has taken over the kernel's queueing state.
   bool queueingAdopted_ = false;
   DmEchoFilter echoes_; ///< our messages whose dm events are still due

@@ -43,6 +43,9 @@ Options:
   --owned-wwids FILE   Owner mode: the WWIDs of the maps pathkeeperd owns, one a
                        line, for the udev rule that marks their paths (default
                        /var/lib/pathkeeper/owned-wwids; "" disables it)
+  --admin-holds FILE   The admin's fail-path and disable-queueing holds, kept
+                       across restarts (default /run/pathkeeper/admin-holds;
+                       "" disables it)
   --no-udev-sync       Do not wait for udev after map changes (hosts without udevd)
   --no-dbus            Do not publish on the system bus (org.pathkeeper.PathKeeper1)
   --log-target TARGET  auto, journal or stderr (default auto: the journal when
@@ -113,7 +116,7 @@ int main(int argc, char **argv) {
     }
     if (arg == "--config" || arg == "--config-dir" || arg == "--mode" || arg == "--sysfs-root" ||
         arg == "--dev-root" || arg == "--state-file" || arg == "--owned-wwids" ||
-        arg == "--log-target" || arg == "--log-level") {
+        arg == "--admin-holds" || arg == "--log-target" || arg == "--log-level") {
       auto v = value();
       if (!v) {
         return usageError(std::string(arg) + " needs a value");
@@ -130,6 +133,8 @@ int main(int argc, char **argv) {
         options.stateFile = *v;
       } else if (arg == "--owned-wwids") {
         options.ownedWwidsFile = *v;
+      } else if (arg == "--admin-holds") {
+        options.adminHoldsFile = *v;
       } else if (arg == "--mode") {
         auto mode = selector::parseMode(*v);
         if (!mode) {

@@ -270,6 +270,7 @@ protected:
     o.sysfsRoot = root_ / "sys";
     o.devRoot = root_ / "dev";
     o.stateFile = root_ / "run/state.json";
+    o.adminHoldsFile = root_ / "run/admin-holds";
     o.ownedWwidsFile = root_ / "lib/owned-wwids";
     o.udevRunDir = root_ / "udev"; // no control socket: udevd is not running
     o.mode = selector::Mode::Owner;
@@ -894,6 +895,50 @@ TEST_F(DaemonQueueingTest, ARestartKeepsAMapThatRanOutOfItsCountFromQueueing) {
 
   tur_.setDown("sdb", false);
   ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+}
+
+TEST_F(DaemonQueueingTest, TheAdminsHoldsSurviveARestart) {
+  startCounting();
+  ASSERT_TRUE(daemon_->failPath("sdd").has_value());
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !activeInDm(kLower, "8:48") && !queueing(kUpper); }));
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+
+  // A restart (a package upgrade): sdd's checks pass, and the map has
+  // usable paths, yet both holds stay.
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "disabled"; }));
+  const unsigned checks = tur_.checksOf("sdd");
+  ASSERT_TRUE(runUntil([&] { return tur_.checksOf("sdd") >= checks + 2; }));
+  runFor(100ms);
+  EXPECT_FALSE(activeInDm(kLower, "8:48"));
+  EXPECT_EQ(sent(kLower, "reinstate_path 8:48"), 0U);
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+
+  // Released after the restart, both end; the file says so for the next one.
+  ASSERT_TRUE(daemon_->reinstatePath("sdd").has_value());
+  ASSERT_TRUE(daemon_->restoreQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return activeInDm(kLower, "8:48") && queueing(kUpper); }));
+  EXPECT_EQ(readFile(root_ / "run/admin-holds").find("\nfail-path"), std::string::npos);
+  EXPECT_EQ(readFile(root_ / "run/admin-holds").find("\ndisable-queueing"), std::string::npos);
+}
+
+TEST_F(DaemonQueueingTest, AHoldOnANameThatNowBelongsToAnotherDeviceEndsAtTheRestart) {
+  startCounting();
+  // What a previous run wrote: sdd held, but as another device (dev_t 8:96),
+  // and a map that is gone.
+  daemon_.reset();
+  writeFile(root_ / "run/admin-holds", "fail-path sdd 8:96 360014050393a1b002000000000000000\n"
+                                       "disable-queueing xserve-gone\n");
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  ASSERT_TRUE(runUntil([&] { return publishedState("sdd") == "up"; }));
+  EXPECT_TRUE(activeInDm(kLower, "8:48"));
+  ASSERT_TRUE(runUntil(
+      [&] { return readFile(root_ / "run/admin-holds").find("sdd") == std::string::npos; }));
+  EXPECT_EQ(readFile(root_ / "run/admin-holds").find("xserve-gone"), std::string::npos);
 }
 
 TEST_F(DaemonLoopTest, CheckOnlyChangesWaitForTheSlowLaneAndGoOutWithTheNextStateChange) {
