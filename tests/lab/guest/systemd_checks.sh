@@ -56,6 +56,16 @@ sy_unmarked() {
 
 sy_journal_count() { journalctl -b -u "$SY_UNIT" --no-pager -o cat 2>/dev/null | grep -c -e "$1" || true; }
 
+# sy_held_path_is DEV STATE DMSTATE: the installed daemon's published state.
+sy_held_path_is() {
+    [[ $(jq -r --arg d "$1" '.paths[] | select(.device == $d) | "\(.state) \(.dm_state)"' \
+        /run/pathkeeper/state.json 2>/dev/null) == "$2 $3" ]]
+}
+sy_no_path_retry_is() {
+    [[ $(busctl --system get-property org.pathkeeper.PathKeeper1 \
+        "/org/pathkeeper/PathKeeper1/maps/${1//-/_2d}" org.pathkeeper.PathKeeper1.Map NoPathRetry 2>/dev/null) == "s \"$2\"" ]]
+}
+
 sy_marked() {
     local info
     info=$(udevadm info "/dev/$1")
@@ -139,6 +149,37 @@ sy_run() {
     lab_wait 60 "xserve-upper reloaded with queue-length" sy_selector_is xserve-upper queue-length
     lab_wait 60 "xserve-lower reloaded with queue-length" sy_selector_is xserve-lower queue-length
     lab_check "the same process (no restart: PID $pid)" test "$(sy_prop "$SY_UNIT" MainPID)" = "$pid"
+
+    lab_step "systemd 3b: the admin's holds survive systemctl restart"
+    # As a package upgrade restarts the unit: a path failed for maintenance
+    # must stay failed, and a map whose queueing the admin stopped must not
+    # queue, although the new process finds the path passing its checks.
+    local held held_devt
+    held=$(jq -r '.paths[] | select(.map == "xserve-lower") | .device' /run/pathkeeper/state.json | head -1)
+    held_devt=$(cat "/sys/block/$held/dev")
+    lab_check "pathkeeperctl fail-path $held" pathkeeperctl fail-path "$held"
+    lab_wait 30 "$held is failed in dm" pd_dm_is xserve-lower "$held_devt" F
+    lab_check "pathkeeperctl disable-queueing xserve-upper" pathkeeperctl disable-queueing xserve-upper
+    lab_wait 30 "xserve-upper no longer queues (no queue_if_no_path in its table)" not pd_queueing xserve-upper
+    lab_check "xserve-lower still queues" pd_queueing xserve-lower
+    cat /run/pathkeeper/admin-holds
+    pid=$(sy_prop "$SY_UNIT" MainPID)
+    lab_check "systemctl restart $SY_UNIT" systemctl restart "$SY_UNIT"
+    lab_check "a new process (PID $pid before, $(sy_prop "$SY_UNIT" MainPID) now)" \
+        test "$(sy_prop "$SY_UNIT" MainPID)" != "$pid"
+    lab_wait 30 "the new process took over the hold on $held" \
+        sy_journal_has "path $held: still failed by the admin"
+    lab_wait 60 "$held's checks pass (state up) and it stays failed in dm" sy_held_path_is "$held" up failed
+    lab_check "$held is failed in dm" pd_dm_is xserve-lower "$held_devt" F
+    lab_check "xserve-upper still does not queue" not pd_queueing xserve-upper
+    lab_check "D-Bus shows xserve-upper's NoPathRetry as disabled" sy_no_path_retry_is xserve-upper disabled
+    lab_check "pathkeeperctl status flags it" eval '[[ $(pathkeeperctl status --no-color) == *"queueing-disabled"* ]]'
+    lab_check "pathkeeperctl reinstate-path $held" pathkeeperctl reinstate-path "$held"
+    lab_check "pathkeeperctl restore-queueing --all" pathkeeperctl restore-queueing --all
+    lab_wait 30 "$held is active in dm again" pd_dm_is xserve-lower "$held_devt" A
+    lab_wait 30 "xserve-upper queues again" pd_queueing xserve-upper
+    lab_check "no hold is left in /run/pathkeeper/admin-holds" \
+        not grep -q -e '^fail-path' -e '^disable-queueing' /run/pathkeeper/admin-holds
 
     lab_step "systemd 4: systemctl stop leaves the maps live"
     lab_check "no watchdog kill or restart so far (NRestarts 0, WatchdogUSec $(sy_prop "$SY_UNIT" WatchdogUSec))" \
