@@ -1245,6 +1245,25 @@ TEST_F(DaemonFailbackTest, AnAdminSwitchToAGroupWithNoUsablePathIsRefused) {
   EXPECT_EQ(groupInDm(map), 1U);
 }
 
+TEST_F(DaemonFailbackTest, APathNotCheckedYetDoesNotCountAgainstTheGroup) {
+  // LU 0's non-optimized group: sde (8:64) fails its checks, and sdg's
+  // first check is still out (a slow target) when the admin switches.
+  tur_.setDown("sde", true);
+  tur_.setDelay("sdg", 4000ms); // within the 6 s the engine gives a check
+  const std::string map = startAlua(R"("manual")");
+  ASSERT_TRUE(runUntil([&] { return publishedState("sde") == "down"; }));
+  ASSERT_EQ(publishedState("sdg"), "pending");
+  auto switched = daemon_->switchGroup(map, 2);
+  EXPECT_TRUE(switched.has_value()) << switched.error();
+  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 2; }));
+
+  // Once both are known down, the same switch is refused.
+  tur_.setDown("sdg", true);
+  tur_.setDelay("sdg", 0ms);
+  ASSERT_TRUE(runUntil([&] { return publishedState("sdg") == "down"; }));
+  EXPECT_FALSE(daemon_->switchGroup(map, 2).has_value());
+}
+
 TEST_F(DaemonFailbackTest, ManualKeepsTheAdminsGroupThroughAReload) {
   const std::string map = startAlua(R"("manual")");
   ASSERT_TRUE(daemon_->switchGroup(map, 2).has_value());

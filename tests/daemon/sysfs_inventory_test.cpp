@@ -124,6 +124,9 @@ public:
     std::string model = "Xserve RAID     ";
     std::string state = "running";
     std::string accessState;
+    /// scsi_dh's handler; default: alua with an access state, detached
+    /// without. "" leaves the attribute out (a kernel without scsi_dh).
+    std::optional<std::string> dhState;
   };
 
   /// @return the SCSI device directory (.../H:C:T:L).
@@ -138,7 +141,10 @@ public:
     writeFile(dir / "rev", "1.50\n");
     writeFile(dir / "state", d.state + "\n");
     writeFile(dir / "timeout", "30\n");
-    writeFile(dir / "dh_state", d.accessState.empty() ? "detached\n" : "alua\n");
+    const std::string dhState = d.dhState.value_or(d.accessState.empty() ? "detached" : "alua");
+    if (!dhState.empty()) {
+      writeFile(dir / "dh_state", dhState + "\n");
+    }
     if (!d.wwid.empty()) {
       writeFile(dir / "wwid", d.wwid + "\n");
     }
@@ -354,6 +360,46 @@ TEST_F(SysfsTree, ReadsAluaAccessStateAndTheTargetPortGroup) {
   EXPECT_EQ(path.alua, AluaState::ActiveNonOptimized);
   EXPECT_FALSE(path.aluaPreferred);
   EXPECT_EQ(path.priority, 0) << "the planner derives ALUA priorities";
+}
+
+TEST_F(SysfsTree, ReadsTheHandlerTheKernelAttached) {
+  FakeSysfs fake(root_);
+  fake.addSession({.id = 1, .host = 2});
+  fake.addSession({.id = 2, .host = 3});
+  fake.addSession({.id = 3, .host = 4});
+  fake.addSession({.id = 4, .host = 5});
+  // scsi_dh_rdac fills access_state too (an rdac array's paths).
+  fake.addDisk({.host = 2,
+                .session = 1,
+                .pg83 = page83(kUpperNaa, 1),
+                .accessState = "active/optimized",
+                .dhState = "rdac"});
+  fake.addDisk({.host = 3,
+                .session = 2,
+                .name = "sdc",
+                .dev = "8:32",
+                .pg83 = page83(kUpperNaa, 1),
+                .dhState = "detached"});
+  fake.addDisk({.host = 4,
+                .session = 3,
+                .name = "sdd",
+                .dev = "8:48",
+                .pg83 = page83(kUpperNaa, 1),
+                .dhState = ""});
+  fake.addDisk({.host = 5,
+                .session = 4,
+                .name = "sde",
+                .dev = "8:64",
+                .pg83 = page83(kUpperNaa, 1),
+                .accessState = "standby"});
+  const auto inventory = scan();
+  EXPECT_EQ(inventory.paths.at("sdb").path.attachedHandler, "rdac");
+  EXPECT_EQ(inventory.paths.at("sdc").path.attachedHandler, "") << "detached is no handler";
+  EXPECT_EQ(inventory.paths.at("sdd").path.attachedHandler, "") << "no dh_state attribute";
+  EXPECT_EQ(inventory.paths.at("sde").path.attachedHandler, "alua");
+  for (const auto &[name, path] : inventory.paths) {
+    EXPECT_TRUE(path.complete()) << name << ": " << path.problems.front();
+  }
 }
 
 TEST_F(SysfsTree, FallsBackToPage80WithoutPage83) {
