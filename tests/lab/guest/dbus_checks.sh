@@ -223,6 +223,22 @@ dc_run() {
     lab_check "multipathd: the same selector and hardware handler" dc_selector_handler_live "$plan"
     lab_check "multipathd: queue_if_no_path, as no_path_retry 12 asks" \
         bash -c 'dmsetup table --target multipath | grep -c queue_if_no_path | grep -qx 2'
+
+    lab_step "dbus 5: companion mode; disable-queueing and restore-queueing go through multipathd"
+    : >"$PD_STATE"
+    pd_start "$daemon"
+    lab_wait 60 "pathkeeperd ready" pd_ready
+    lab_check "pathkeeperd chose companion mode (multipathd runs)" test "$(jq -r .mode "$PD_STATE")" = companion
+    lab_check "pathkeeperctl disable-queueing xserve-upper" "$ctl" disable-queueing xserve-upper
+    lab_wait 30 "multipathd turned xserve-upper's queueing off (no queue_if_no_path in its table)" \
+        not pd_queueing xserve-upper
+    lab_check "xserve-lower still queues" pd_queueing xserve-lower
+    lab_check "pathkeeperd logged multipathd's answer" pd_log_has "multipathd: disablequeueing map xserve-upper: ok"
+    lab_check "pathkeeperctl restore-queueing xserve-upper" "$ctl" restore-queueing xserve-upper
+    lab_wait 30 "multipathd turned xserve-upper's queueing on again" pd_queueing xserve-upper
+    lab_check "pathkeeperd logged multipathd's answer" pd_log_has "multipathd: restorequeueing map xserve-upper: ok"
+    lab_check "pathkeeperd exits on SIGTERM" pd_stop
+    lab_save pathkeeperd-companion.log "$PD_LOG"
     kill "$PD_MPD_PID" 2>/dev/null || true
     wait "$PD_MPD_PID" 2>/dev/null || true
     lab_save multipathd.log "$PD_MPD_LOG"
