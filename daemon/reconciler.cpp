@@ -215,6 +215,22 @@ void planMessages(const ReconcileInput &input, const selector::MapSpec &spec,
   }
 }
 
+/// A table to load for @p alias without queue_if_no_path when the input says
+/// the map must not queue now (its no_path_retry ran out, or the admin
+/// disabled queueing): the new table would otherwise queue I/O until the
+/// fail_if_no_path that follows it, or for good if that message failed.
+/// Re-renders @p line when it changes @p want.
+void dropUnwantedQueueing(const ReconcileInput &input, const std::string &alias,
+                          selector::DmTable &want, std::string &line) {
+  auto found = input.queueIfNoPath.find(alias);
+  if (found == input.queueIfNoPath.end() || found->second || !want.features.queueIfNoPath) {
+    return;
+  }
+  std::erase(want.featureArgs, std::string("queue_if_no_path"));
+  want.features.queueIfNoPath = false;
+  line = selector::renderDmTable(want);
+}
+
 /// The group of @p want (1-based) that holds most of the paths of the group
 /// @p live uses now; 0 when that is unknown or shares no path with any.
 unsigned groupToKeep(const selector::DmTable &want, const LiveMap &live) {
@@ -339,6 +355,7 @@ ReconcilePlan planReconcile(const ReconcileInput &input) {
                                      spec.wwid, other->second->info.name, uuid)});
         continue;
       }
+      dropUnwantedQueueing(input, spec.alias, *want, line);
       Action create;
       create.kind = ActionKind::Create;
       create.map = spec.alias;
@@ -346,7 +363,9 @@ ReconcilePlan planReconcile(const ReconcileInput &input) {
       create.sizeSectors = want->length;
       create.params = paramsOf(line);
       plan.actions.push_back(std::move(create));
-      planMessages(input, spec, spec.alias, freshState(spec), plan.actions);
+      RuntimeState fresh = freshState(spec);
+      fresh.queueIfNoPath = want->features.queueIfNoPath;
+      planMessages(input, spec, spec.alias, fresh, plan.actions);
       continue;
     }
 
@@ -385,6 +404,7 @@ ReconcilePlan planReconcile(const ReconcileInput &input) {
         want->initialGroup = keep;
         line = selector::renderDmTable(*want);
       }
+      dropUnwantedQueueing(input, spec.alias, *want, line);
       Action reload;
       reload.kind = ActionKind::Reload;
       reload.map = name;
@@ -394,6 +414,7 @@ ReconcilePlan planReconcile(const ReconcileInput &input) {
       plan.actions.push_back(std::move(reload));
       RuntimeState fresh = freshState(spec);
       fresh.group = want->initialGroup;
+      fresh.queueIfNoPath = want->features.queueIfNoPath;
       planMessages(input, spec, name, fresh, plan.actions);
     } else {
       // Companion: the table is multipathd's business; path states still

@@ -25,7 +25,9 @@ using selector::MapSpec;
 using selector::PlannedMap;
 using selector::SelectorKind;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 // --- desired maps ----------------------------------------------------------
 
@@ -350,6 +352,40 @@ TEST(Reconcile, QueueIfNoPathDifferencesAreMessages) {
   applyActions(plan.actions, h.dm);
   EXPECT_FALSE(h.dm.maps["xserve-upper"].queueIfNoPath);
   EXPECT_THAT(h.plan().actions, IsEmpty());
+}
+
+TEST(Reconcile, AMapThatMustNotQueueIsLoadedWithoutQueueIfNoPath) {
+  // no_path_retry ran out (or the admin disabled queueing): a reload's or a
+  // create's table must not queue I/O until a message turns it off.
+  Harness h;
+  auto old = upperSpec();
+  old.features.queueIfNoPath = true;
+  h.dm.seed("xserve-upper", kUuid, planned(old).table);
+  h.dm.maps["xserve-upper"].queueIfNoPath = false;
+  auto spec = old;
+  spec.selector = SelectorKind::QueueLength;
+  auto lower = upperSpec();
+  lower.alias = "xserve-lower";
+  lower.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
+  lower.groups[0].paths = {path(48), path(64)};
+  lower.features.queueIfNoPath = true;
+  h.input.desired = {planned(spec), planned(lower)};
+  h.input.queueIfNoPath = {{"xserve-upper", false}, {"xserve-lower", false}};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload, ActionKind::Create));
+  for (const auto &action : plan.actions) {
+    EXPECT_THAT(action.params, Not(HasSubstr("queue_if_no_path"))) << action.describe();
+  }
+  EXPECT_THAT(messages(plan), IsEmpty()) << "nothing to turn off afterwards";
+  applyActions(plan.actions, h.dm);
+  EXPECT_FALSE(h.dm.maps["xserve-upper"].queueIfNoPath);
+  EXPECT_FALSE(h.dm.maps["xserve-lower"].queueIfNoPath);
+  EXPECT_THAT(h.plan().actions, IsEmpty()) << "and no reload for the missing feature";
+
+  // Allowed again (a path is back): a message, not a reload.
+  h.input.queueIfNoPath.clear();
+  plan = h.plan();
+  EXPECT_THAT(messages(plan), ElementsAre("queue_if_no_path", "queue_if_no_path"));
 }
 
 TEST(Reconcile, PathStateDifferencesAreMessagesNeverReloads) {
