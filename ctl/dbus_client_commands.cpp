@@ -105,6 +105,9 @@ int runQueueing(DaemonClient &client, const std::string &command, std::vector<st
       if (status == 0) {
         status = failure.status;
       }
+      if (failure.status == 3 || failure.status == 4) {
+        return failure.status; // no daemon, or not allowed: the same for every map
+      }
     }
   }
   return status;

@@ -155,6 +155,13 @@ Daemon::~Daemon() {
 }
 
 void Daemon::start() {
+  if (!options_.stateFile.empty()) {
+    // The previous run's (the unit keeps /run/pathkeeper across restarts):
+    // it must not say "ready" for this one, nor for a start that fails. The
+    // first publication writes it.
+    std::error_code ec;
+    fs::remove(options_.stateFile, ec);
+  }
   auto config = loadConfig(options_.configFile, options_.configDir);
   if (!config) {
     throw std::runtime_error(fmt::format("configuration: {}", config.error()));
@@ -247,12 +254,6 @@ void Daemon::start() {
     throw std::runtime_error(fmt::format("device-mapper: {}", e.what()));
   }
   loadAdminHolds();
-  if (!options_.stateFile.empty()) {
-    // The previous run's (the unit keeps /run/pathkeeper across restarts):
-    // it must not say "ready" for this one. The first publication writes it.
-    std::error_code ec;
-    fs::remove(options_.stateFile, ec);
-  }
   // From here on every device-mapper call goes through a worker, so that
   // suspends and udev waits never stall the loop (see dm_worker.hpp). Two
   // lanes: table work (reads, create, reload) can wait for udev for
@@ -984,7 +985,7 @@ Expected<void> Daemon::disableQueueing(const std::string &map) {
       return pathkeeper::fail("cannot build a multipathd disablequeueing command for '" + map +
                               "'");
     }
-    forwardToMultipathd(*command, {"MAP", map});
+    forwardToMultipathd(*command, {"MAP", map}, true);
     return {};
   }
   if (!it->second.desired) {
@@ -1015,7 +1016,7 @@ Expected<void> Daemon::restoreQueueing(const std::string &map) {
       return pathkeeper::fail("cannot build a multipathd restorequeueing command for '" + map +
                               "'");
     }
-    forwardToMultipathd(*command, {"MAP", map});
+    forwardToMultipathd(*command, {"MAP", map}, true);
     return {};
   }
   if (!it->second.desired) {
@@ -1164,14 +1165,17 @@ void Daemon::apply(const HealthTracker::Decisions &decisions) {
   }
 }
 
-void Daemon::forwardToMultipathd(const std::string &command, const log::Field &field) {
+void Daemon::forwardToMultipathd(const std::string &command, const log::Field &field, bool reread) {
   multipathd_->request(
       command, kMultipathdTimeout,
-      [command, field](Expected<std::string> reply) {
+      [this, command, field, reread](Expected<std::string> reply) {
         Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
                                   : Expected<void>(pathkeeper::fail(reply.error()));
         if (ok) {
           log::info(fmt::format("multipathd: {}: ok", command), {field});
+          if (reread) {
+            requestReconcile("multipathd: " + command);
+          }
         } else {
           log::error(fmt::format("multipathd: {}: {}", command, ok.error()), {field});
         }
@@ -1544,11 +1548,13 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
       auto wanted = std::ranges::find_if(
           input.desired, [&](const auto &d) { return d.spec.alias == map.info.name; });
       if (!map.table || map.table->features.queueIfNoPath || wanted == input.desired.end() ||
-          wanted->noPathRetry.kind != selector::NoPathRetry::Kind::Count ||
-          queueingDisabled_.contains(map.info.name)) {
+          wanted->noPathRetry.kind != selector::NoPathRetry::Kind::Count) {
         continue;
       }
       noPathRetry_.adoptExpired(map.info.name);
+      if (queueingDisabled_.contains(map.info.name)) {
+        continue; // the admin's hold says it; RestoreQueueing waits for a path
+      }
       log::notice(fmt::format("map {}: found not queueing (no_path_retry ran out, or queueing "
                               "was disabled, before this start); it queues again once a path "
                               "is usable",
@@ -1558,7 +1564,8 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
   }
   // A map whose no_path_retry ran out must not queue again because a
   // reload's table says queue_if_no_path.
-  for (const auto &[alias, map] : maps_) {
+  for (const auto &planned : input.desired) {
+    const auto &alias = planned.spec.alias;
     if (noPathRetry_.expired(alias) || queueingDisabled_.contains(alias)) {
       input.queueIfNoPath[alias] = false;
     }
@@ -1757,11 +1764,25 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
     auto now = maps.find(alias);
     if (now == maps.end() || now->second.groups != old.groups) {
       failback_.forget(alias);
-      noPathRetry_.forget(alias);
     }
-    if (now == maps.end()) {
-      queueingDisabled_.erase(alias);
+  }
+  // no_path_retry's count and the admin's disable-queueing belong to the
+  // kernel's map, whatever its paths: they end only with it. A map the
+  // planner drops for a while (its paths removed, e.g. the sd devices of a
+  // LUN deleted on the array) keeps them, and a reload does not restart
+  // the count.
+  const auto isLive = [&](std::string_view alias) {
+    return std::ranges::any_of(live, [&](const LiveMap &map) { return map.info.name == alias; });
+  };
+  noPathRetry_.forgetIf([&](std::string_view alias) { return !isLive(alias); });
+  for (auto it = queueingDisabled_.begin(); it != queueingDisabled_.end();) {
+    if (isLive(*it)) {
+      ++it;
+      continue;
     }
+    log::notice(fmt::format("map {}: gone; the admin's disable-queueing ends with it", *it),
+                {{"MAP", *it}});
+    it = queueingDisabled_.erase(it);
   }
   maps_ = std::move(maps);
   mapOfDevice_.clear();

@@ -173,8 +173,11 @@ private:
                     bool fromCount);
   /// What map @p alias does with I/O while no path is usable (MapView::noPathRetry).
   [[nodiscard]] std::string noPathRetryOf(const std::string &alias, const MapState &map) const;
-  /// Companion mode: sends @p command to multipathd and logs its answer.
-  void forwardToMultipathd(const std::string &command, const log::Field &field);
+  /// Companion mode: sends @p command to multipathd and logs its answer;
+  /// with @p reread, a successful one reads the maps again (a queueing
+  /// change raises no dm event).
+  void forwardToMultipathd(const std::string &command, const log::Field &field,
+                           bool reread = false);
   void runFailback(Clock::time_point now);
   /// Why the admin's switch of map @p alias to @p group (in range) is
   /// refused: the group has no usable path, or the failback policy would

@@ -93,6 +93,10 @@ void NoPathRetryTracker::forget(std::string_view alias) {
   forgetMap(maps_, alias);
 }
 
+void NoPathRetryTracker::forgetIf(const std::function<bool(std::string_view)> &gone) {
+  std::erase_if(maps_, [&](const auto &entry) { return gone(entry.first); });
+}
+
 std::optional<NoPathRetryTracker::TimePoint> NoPathRetryTracker::nextDeadline() const {
   return earliestDeadline(maps_);
 }

@@ -19,6 +19,7 @@
 #include "config.hpp"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -60,6 +61,8 @@ public:
   void sendFailed(std::string_view alias, TimePoint retryAt);
   /// @brief The map is gone.
   void forget(std::string_view alias);
+  /// @brief Forgets every map for which @p gone says so.
+  void forgetIf(const std::function<bool(std::string_view)> &gone);
 
   /// @brief The earliest count that is running, if any.
   [[nodiscard]] std::optional<TimePoint> nextDeadline() const;

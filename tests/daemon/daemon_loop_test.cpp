@@ -897,6 +897,78 @@ TEST_F(DaemonQueueingTest, ARestartKeepsAMapThatRanOutOfItsCountFromQueueing) {
   ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
 }
 
+TEST_F(DaemonQueueingTest, ARunOutCountSurvivesAReloadWithOtherPaths) {
+  startCounting();
+  tur_.setDown("sda", true);
+  tur_.setDown("sdb", true);
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
+  const std::size_t stops = sent(kUpper, "fail_if_no_path");
+
+  // sdb's device goes (its LU unmapped on that portal): the map is reloaded
+  // with sda alone, still without a usable path.
+  sendBlockEvent(UdevEvent::Action::Remove, "sdb", "8:16");
+  ASSERT_TRUE(runUntil([&] {
+    return dm_.with(
+        [](FakeDeviceMapper &fake) { return !fake.maps.at(kUpper).pathActive.contains("8:16"); });
+  }));
+  runFor(300ms);
+  EXPECT_EQ(publishedNoPathRetry(kUpper), "expired");
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+  EXPECT_EQ(sent(kUpper, "fail_if_no_path"), stops)
+      << "the reload's own table must not queue, so nothing needs turning off after it";
+}
+
+TEST_F(DaemonQueueingTest, DisableQueueingHoldsWhileTheMapHasNoPathInTheInventory) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+
+  // Both of the LU's devices go: the map is no longer planned, and stays
+  // in the kernel (nothing is removed automatically).
+  sendBlockEvent(UdevEvent::Action::Remove, "sda", "8:0");
+  sendBlockEvent(UdevEvent::Action::Remove, "sdb", "8:16");
+  ASSERT_TRUE(runUntil([&] {
+    return published_ && std::ranges::none_of(published_->maps, [](const MapView &map) {
+             return map.alias == kUpper;
+           });
+  }));
+  EXPECT_NE(readFile(root_ / "run/admin-holds").find("disable-queueing " + std::string(kUpper)),
+            std::string::npos);
+
+  // The LU is back: the hold still stands.
+  sendBlockEvent(UdevEvent::Action::Add, "sda", "8:0");
+  sendBlockEvent(UdevEvent::Action::Add, "sdb", "8:16");
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "disabled"; }));
+  ASSERT_TRUE(runUntil([&] { return activeInDm(kUpper, "8:0") && activeInDm(kUpper, "8:16"); }));
+  runFor(300ms);
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+}
+
+TEST_F(DaemonQueueingTest, ARestoreAfterARestartStillKnowsTheCountRanOut) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  tur_.setDown("sda", true);
+  tur_.setDown("sdb", true);
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  ASSERT_TRUE(
+      runUntil([&] { return publishedState("sda") == "down" && publishedState("sdb") == "down"; }));
+  runFor(4s); // the count (2 x 1 s) runs out, out of sight behind "disabled"
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "disabled"; }));
+  ASSERT_TRUE(daemon_->restoreQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
+  runFor(100ms);
+  EXPECT_FALSE(queueing(kUpper)) << "no path is usable: restoring must not hang I/O again";
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U) << "not even for another count";
+  tur_.setDown("sdb", false);
+  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+}
+
 TEST_F(DaemonQueueingTest, TheAdminsHoldsSurviveARestart) {
   startCounting();
   ASSERT_TRUE(daemon_->failPath("sdd").has_value());
