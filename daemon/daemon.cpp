@@ -974,22 +974,30 @@ std::optional<std::string> Daemon::refuseSwitch(const std::string &alias, const 
       immediate ? std::string{"at once"} : fmt::format("{}s later", policy.delay.count()), best);
 }
 
-Expected<void> Daemon::disableQueueing(const std::string &map) {
+Expected<bool> Daemon::forwardQueueing(const std::string &map, bool queue) {
   auto it = maps_.find(map);
   if (it == maps_.end()) {
     return pathkeeper::fail("no such map: '" + map + "'");
   }
   if (mode_ == selector::Mode::Companion) {
-    auto command = queueingCommand(map, false);
+    auto command = queueingCommand(map, queue);
     if (!command) {
-      return pathkeeper::fail("cannot build a multipathd disablequeueing command for '" + map +
-                              "'");
+      return pathkeeper::fail(fmt::format("cannot build a multipathd {} command for '{}'",
+                                          queue ? "restorequeueing" : "disablequeueing", map));
     }
     forwardToMultipathd(*command, {"MAP", map}, true);
-    return {};
+    return true;
   }
   if (!it->second.desired) {
     return pathkeeper::fail("map " + map + " is not one pathkeeperd maintains");
+  }
+  return false;
+}
+
+Expected<void> Daemon::disableQueueing(const std::string &map) {
+  auto forwarded = forwardQueueing(map, false);
+  if (!forwarded || *forwarded) {
+    return forwarded ? Expected<void>{} : pathkeeper::fail(forwarded.error());
   }
   queueingDisabled_.insert(map);
   saveAdminHolds();
@@ -1006,22 +1014,11 @@ Expected<void> Daemon::disableQueueing(const std::string &map) {
 }
 
 Expected<void> Daemon::restoreQueueing(const std::string &map) {
-  auto it = maps_.find(map);
-  if (it == maps_.end()) {
-    return pathkeeper::fail("no such map: '" + map + "'");
+  auto forwarded = forwardQueueing(map, true);
+  if (!forwarded || *forwarded) {
+    return forwarded ? Expected<void>{} : pathkeeper::fail(forwarded.error());
   }
-  if (mode_ == selector::Mode::Companion) {
-    auto command = queueingCommand(map, true);
-    if (!command) {
-      return pathkeeper::fail("cannot build a multipathd restorequeueing command for '" + map +
-                              "'");
-    }
-    forwardToMultipathd(*command, {"MAP", map}, true);
-    return {};
-  }
-  if (!it->second.desired) {
-    return pathkeeper::fail("map " + map + " is not one pathkeeperd maintains");
-  }
+  const auto it = maps_.find(map);
   const bool wasDisabled = queueingDisabled_.erase(map) > 0;
   saveAdminHolds();
   if (!wasDisabled) {

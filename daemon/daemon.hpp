@@ -171,6 +171,10 @@ private:
   /// reconcile pass.
   void sendQueueing(const std::string &alias, bool queue, const std::string &reason,
                     bool fromCount);
+  /// The checks DisableQueueing and RestoreQueueing (@p queue) share, and
+  /// companion mode's forward to multipathd. @return true when forwarded:
+  /// nothing is left to do here.
+  Expected<bool> forwardQueueing(const std::string &map, bool queue);
   /// What map @p alias does with I/O while no path is usable (MapView::noPathRetry).
   [[nodiscard]] std::string noPathRetryOf(const std::string &alias, const MapState &map) const;
   /// Companion mode: sends @p command to multipathd and logs its answer;

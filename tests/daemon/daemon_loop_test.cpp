@@ -738,46 +738,6 @@ TEST_F(DaemonLoopTest, AnAdminHoldEndsWithTheDeviceItWasOn) {
   }
 }
 
-TEST_F(DaemonLoopTest, NoPathRetryStopsQueueingOnceNoPathWasUsableForItsCount) {
-  std::string config = kConfig;
-  const std::string defaults = "[defaults]\n";
-  config.insert(config.rfind(defaults) + defaults.size(), "no_path_retry = 2\n");
-  useTree("xserve", config);
-  startDaemon();
-  ASSERT_TRUE(runUntil([&] { return ready(); }));
-  const auto queueing = [&](const char *map) {
-    return dm_.with([&](FakeDeviceMapper &fake) { return fake.maps.at(map).queueIfNoPath; });
-  };
-  ASSERT_TRUE(queueing(kUpper)) << "a count queues first: the table says queue_if_no_path";
-
-  // Both of the upper LU's paths fail; 2 checker intervals later queueing stops.
-  tur_.setDown("sda", true);
-  tur_.setDown("sdb", true);
-  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
-  EXPECT_TRUE(queueing(kLower));
-  dm_.with([&](FakeDeviceMapper &fake) {
-    const auto at = [&](const std::string &call) {
-      return std::ranges::find(fake.calls, call) - fake.calls.begin();
-    };
-    const auto stop = at(std::string("message ") + kUpper + " fail_if_no_path");
-    EXPECT_LT(at(std::string("message ") + kUpper + " fail_path 8:0"), stop);
-    EXPECT_LT(at(std::string("message ") + kUpper + " fail_path 8:16"), stop);
-  });
-
-  // A reload's table says queue_if_no_path again: the daemon says no.
-  ASSERT_TRUE(daemon_->setSelector(kUpper, "queue-length").has_value());
-  ASSERT_TRUE(runUntil([&] {
-    return dm_.with([&](FakeDeviceMapper &fake) {
-      return fake.maps.at(kUpper).params.find("queue-length") != std::string::npos &&
-             !fake.maps.at(kUpper).queueIfNoPath;
-    });
-  }));
-
-  // The first path back turns queueing on again.
-  tur_.setDown("sda", false);
-  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
-}
-
 class DaemonQueueingTest : public DaemonLoopTest {
 protected:
   /// The xserve tree with no_path_retry = 2, started.
@@ -804,6 +764,17 @@ protected:
           std::ranges::count(fake.calls, std::string("message ") + map + " " + text));
     });
   }
+  /// A SetSelector reload of the upper map, whose table says
+  /// queue_if_no_path: the map must not queue after it.
+  void reloadAndExpectNoQueueing() {
+    ASSERT_TRUE(daemon_->setSelector(kUpper, "queue-length").has_value());
+    ASSERT_TRUE(runUntil([&] {
+      return dm_.with([&](FakeDeviceMapper &fake) {
+        return fake.maps.at(kUpper).params.find("queue-length") != std::string::npos &&
+               !fake.maps.at(kUpper).queueIfNoPath;
+      });
+    }));
+  }
   std::string publishedNoPathRetry(const char *map) {
     if (!published_) {
       return {};
@@ -812,6 +783,31 @@ protected:
     return it == published_->maps.end() ? std::string{} : it->noPathRetry;
   }
 };
+
+TEST_F(DaemonQueueingTest, NoPathRetryStopsQueueingOnceNoPathWasUsableForItsCount) {
+  startCounting();
+  ASSERT_TRUE(queueing(kUpper)) << "a count queues first: the table says queue_if_no_path";
+
+  // Both of the upper LU's paths fail; 2 checker intervals later queueing stops.
+  tur_.setDown("sda", true);
+  tur_.setDown("sdb", true);
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  EXPECT_TRUE(queueing(kLower));
+  dm_.with([&](FakeDeviceMapper &fake) {
+    const auto at = [&](const std::string &call) {
+      return std::ranges::find(fake.calls, call) - fake.calls.begin();
+    };
+    const auto stop = at(std::string("message ") + kUpper + " fail_if_no_path");
+    EXPECT_LT(at(std::string("message ") + kUpper + " fail_path 8:0"), stop);
+    EXPECT_LT(at(std::string("message ") + kUpper + " fail_path 8:16"), stop);
+  });
+
+  reloadAndExpectNoQueueing();
+
+  // The first path back turns queueing on again.
+  tur_.setDown("sda", false);
+  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+}
 
 TEST_F(DaemonQueueingTest, DisableQueueingHoldsThroughReloadsAndPathsUntilRestored) {
   startCounting();
@@ -823,14 +819,7 @@ TEST_F(DaemonQueueingTest, DisableQueueingHoldsThroughReloadsAndPathsUntilRestor
   EXPECT_TRUE(queueing(kLower)) << "only the map named";
   ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "disabled"; }));
 
-  // A reload's table says queue_if_no_path: the daemon takes it back.
-  ASSERT_TRUE(daemon_->setSelector(kUpper, "queue-length").has_value());
-  ASSERT_TRUE(runUntil([&] {
-    return dm_.with([&](FakeDeviceMapper &fake) {
-      return fake.maps.at(kUpper).params.find("queue-length") != std::string::npos &&
-             !fake.maps.at(kUpper).queueIfNoPath;
-    });
-  }));
+  reloadAndExpectNoQueueing();
 
   // Every path goes and comes back: no_path_retry's count runs out and ends,
   // and neither turns queueing on.
