@@ -1284,6 +1284,23 @@ void Daemon::runNoPathRetry(Clock::time_point now) {
     }
     sendQueueing(alias, decision->queue, decision->reason, true);
   }
+  // Maps the planner dropped while the kernel still has them (their paths'
+  // devices are gone): the kernel's count of active paths decides, and the
+  // count must still run out.
+  const auto unplannedUsable = [this](std::string_view alias) -> std::optional<unsigned> {
+    if (auto it = maps_.find(std::string(alias)); it != maps_.end() && it->second.desired) {
+      return std::nullopt;
+    }
+    auto live = liveActivePaths_.find(alias);
+    return live != liveActivePaths_.end() ? live->second : 0U;
+  };
+  for (const auto &[alias, decision] :
+       noPathRetry_.evaluateUnplanned(unplannedUsable, interval, now)) {
+    if (!queueingDisabled_.contains(alias)) {
+      sendQueueing(alias, decision.queue,
+                   decision.reason + "; none of its paths is known to pathkeeperd any more", true);
+    }
+  }
 }
 
 void Daemon::sendQueueing(const std::string &alias, bool queue, const std::string &reason,
@@ -1768,18 +1785,26 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
   // planner drops for a while (its paths removed, e.g. the sd devices of a
   // LUN deleted on the array) keeps them, and a reload does not restart
   // the count.
-  const auto isLive = [&](std::string_view alias) {
-    return std::ranges::any_of(live, [&](const LiveMap &map) { return map.info.name == alias; });
-  };
-  noPathRetry_.forgetIf([&](std::string_view alias) { return !isLive(alias); });
+  std::set<std::string, std::less<>> liveNames;
+  liveActivePaths_.clear();
+  for (const LiveMap &map : live) {
+    liveNames.insert(map.info.name);
+    liveActivePaths_[map.info.name] = map.status ? map.status->activePaths() : 0U;
+  }
+  noPathRetry_.forgetIf([&](std::string_view alias) { return !liveNames.contains(alias); });
+  bool holdEnded = false;
   for (auto it = queueingDisabled_.begin(); it != queueingDisabled_.end();) {
-    if (isLive(*it)) {
+    if (liveNames.contains(*it)) {
       ++it;
       continue;
     }
     log::notice(fmt::format("map {}: gone; the admin's disable-queueing ends with it", *it),
                 {{"MAP", *it}});
     it = queueingDisabled_.erase(it);
+    holdEnded = true;
+  }
+  if (holdEnded) {
+    saveAdminHolds();
   }
   maps_ = std::move(maps);
   mapOfDevice_.clear();

@@ -284,6 +284,8 @@ private:
   /// Dropped with the map.
   std::set<std::string, std::less<>> queueingDisabled_;
   std::string savedHolds_; ///< what saveAdminHolds() last wrote
+  /// Active paths (A) of every kernel map at the last read, by name.
+  std::map<std::string, unsigned, std::less<>> liveActivePaths_;
   /// The first reconcile pass has taken over the kernel's queueing state.
   bool queueingAdopted_ = false;
   DmEchoFilter echoes_; ///< our messages whose dm events are still due

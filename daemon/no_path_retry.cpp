@@ -26,6 +26,7 @@ std::optional<QueueDecision> NoPathRetryTracker::evaluate(std::string_view alias
     it = maps_.emplace(std::string(alias), MapState{}).first;
   }
   MapState &state = it->second;
+  state.policy = policy;
 
   if (policy.kind != Kind::Count || usable > 0) {
     state.deadline.reset();
@@ -59,6 +60,25 @@ std::optional<QueueDecision> NoPathRetryTracker::evaluate(std::string_view alias
   return QueueDecision{false,
                        fmt::format("no usable path for {} (no_path_retry {} x checker_interval {})",
                                    seconds(limit), policy.count, seconds(interval))};
+}
+
+std::vector<std::pair<std::string, QueueDecision>> NoPathRetryTracker::evaluateUnplanned(
+    const std::function<std::optional<unsigned>(std::string_view)> &unplannedUsable,
+    std::chrono::milliseconds interval, TimePoint now) {
+  std::vector<std::pair<std::string, unsigned>> unplanned;
+  for (const auto &[alias, state] : maps_) {
+    if (auto usable = unplannedUsable(alias)) {
+      unplanned.emplace_back(alias, *usable);
+    }
+  }
+  std::vector<std::pair<std::string, QueueDecision>> decisions;
+  for (const auto &[alias, usable] : unplanned) {
+    const selector::NoPathRetry policy = maps_.at(alias).policy;
+    if (auto decision = evaluate(alias, policy, usable, 0, interval, now)) {
+      decisions.emplace_back(alias, std::move(*decision));
+    }
+  }
+  return decisions;
 }
 
 bool NoPathRetryTracker::expired(std::string_view alias) const {

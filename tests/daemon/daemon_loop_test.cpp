@@ -908,6 +908,27 @@ TEST_F(DaemonQueueingTest, ARunOutCountSurvivesAReloadWithOtherPaths) {
       << "the reload's own table must not queue, so nothing needs turning off after it";
 }
 
+TEST_F(DaemonQueueingTest, TheCountRunsOutForAMapWhoseDevicesAreGone) {
+  startCounting();
+  tur_.setDown("sda", true);
+  tur_.setDown("sdb", true);
+  ASSERT_TRUE(
+      runUntil([&] { return publishedState("sda") == "down" && publishedState("sdb") == "down"; }));
+  // The count runs; the LU is deleted on the array and its devices go,
+  // so the map leaves the plan while the kernel keeps it, queueing.
+  sendBlockEvent(UdevEvent::Action::Remove, "sda", "8:0");
+  sendBlockEvent(UdevEvent::Action::Remove, "sdb", "8:16");
+  ASSERT_TRUE(runUntil([&] {
+    return published_ && std::ranges::none_of(published_->maps, [](const MapView &map) {
+             return map.alias == kUpper;
+           });
+  }));
+  EXPECT_TRUE(dm_.with([](FakeDeviceMapper &fake) { return fake.maps.contains(kUpper); }));
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }))
+      << "I/O on the deleted LU would stay queued for ever";
+  EXPECT_TRUE(queueing(kLower));
+}
+
 TEST_F(DaemonQueueingTest, DisableQueueingHoldsWhileTheMapHasNoPathInTheInventory) {
   startCounting();
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
