@@ -57,6 +57,28 @@ std::string identityOf(const InventoryPath &path) {
   return path.path.devt.str() + " " + path.path.wwid;
 }
 
+/// Replaces @p file with @p text: written beside it, then renamed over it,
+/// so that a reader (udev's rule, a script, the next start) never sees half
+/// of it. The error says which step failed.
+Expected<void> replaceFile(const fs::path &file, std::string_view text,
+                           std::string_view tmpSuffix = ".tmp") {
+  std::error_code ec;
+  fs::create_directories(file.parent_path(), ec);
+  const fs::path tmp = file.string() + std::string(tmpSuffix);
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out.flush()) {
+      return fail("cannot write " + tmp.string());
+    }
+  }
+  fs::rename(tmp, file, ec);
+  if (ec) {
+    return fail(fmt::format("cannot replace {}: {}", file.string(), ec.message()));
+  }
+  return {};
+}
+
 // The first line of a sysfs attribute; "" when it cannot be read. One
 // open and one read, no stream: the loop reads thousands of these a minute
 // at 1000 paths (session and device states, I/O counters).
@@ -360,23 +382,8 @@ void Daemon::saveAdminHolds() {
   if (text == savedHolds_) {
     return;
   }
-  std::error_code ec;
-  fs::create_directories(options_.adminHoldsFile.parent_path(), ec);
-  const fs::path tmp = options_.adminHoldsFile.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      log::error(fmt::format("cannot write {}: the admin's holds would not survive a restart",
-                             tmp.string()));
-      return;
-    }
-  }
-  fs::rename(tmp, options_.adminHoldsFile, ec);
-  if (ec) {
-    log::error(fmt::format("cannot replace {}: {}; the admin's holds would not survive a restart",
-                           options_.adminHoldsFile.string(), ec.message()));
+  if (auto written = replaceFile(options_.adminHoldsFile, text); !written) {
+    log::error(written.error() + "; the admin's holds would not survive a restart");
     return;
   }
   savedHolds_ = std::move(text);
@@ -1512,12 +1519,10 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
     }
     planWarnings_ = plan.warnings;
     if (plan.bindingsChanged) {
-      fs::create_directories(bindingsFile.parent_path(), ec);
-      const fs::path tmp = bindingsFile.string() + ".pathkeeper-tmp";
-      std::ofstream(tmp, std::ios::trunc) << plan.bindings.render();
-      fs::rename(tmp, bindingsFile, ec);
-      if (ec) {
-        log::error(fmt::format("cannot write {}: {}", bindingsFile.string(), ec.message()));
+      // A suffix of our own: the directory is multipath-tools' too.
+      if (auto written = replaceFile(bindingsFile, plan.bindings.render(), ".pathkeeper-tmp");
+          !written) {
+        log::error(written.error());
       }
     }
     std::map<std::string, unsigned, std::less<>> speeds;
@@ -2287,23 +2292,13 @@ void Daemon::syncOwnedWwids() {
     handBackUnmarkedPaths();
     return;
   }
-  const fs::path tmp = file.string() + ".tmp";
-  {
-    fs::create_directories(file.parent_path(), ec);
-    std::ofstream out(tmp, std::ios::trunc);
-    out << "# WWIDs of the multipath maps pathkeeperd owns (owner mode), one a line.\n"
-           "# Read by 62-pathkeeper.rules; written by pathkeeperd, never pruned by it.\n";
-    for (const auto &wwid : ownedWwids_) {
-      out << wwid << '\n';
-    }
-    if (!out.flush()) {
-      log::warning(fmt::format("cannot write {}", tmp.string()));
-      return;
-    }
+  std::string text = "# WWIDs of the multipath maps pathkeeperd owns (owner mode), one a line.\n"
+                     "# Read by 62-pathkeeper.rules; written by pathkeeperd, never pruned by it.\n";
+  for (const auto &wwid : ownedWwids_) {
+    text += wwid + '\n';
   }
-  fs::rename(tmp, file, ec);
-  if (ec) {
-    log::warning(fmt::format("cannot replace {}: {}", file.string(), ec.message()));
+  if (auto written = replaceFile(file, text); !written) {
+    log::warning(written.error());
     return;
   }
   log::info(fmt::format("{} lists {} WWID(s)", file.string(), ownedWwids_.size()));
@@ -2371,20 +2366,8 @@ void Daemon::handBackUnmarkedPaths() {
 }
 
 void Daemon::writeStateFile(const StateSnapshot &snap) const {
-  std::error_code ec;
-  fs::create_directories(options_.stateFile.parent_path(), ec);
-  const fs::path tmp = options_.stateFile.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << snapshotToJson(snap, ready_);
-    if (!out) {
-      log::warning(fmt::format("cannot write {}", tmp.string()));
-      return;
-    }
-  }
-  fs::rename(tmp, options_.stateFile, ec);
-  if (ec) {
-    log::warning(fmt::format("cannot replace {}: {}", options_.stateFile.string(), ec.message()));
+  if (auto written = replaceFile(options_.stateFile, snapshotToJson(snap, ready_)); !written) {
+    log::warning(written.error());
   }
 }
 
