@@ -19,7 +19,8 @@ const char *colourOf(const std::string &state) {
   if (state == "down" || state == "failed" || state.starts_with("unreachable")) {
     return "\033[31m"; // red
   }
-  if (state == "shaky" || state == "degraded" || state == "pending" || state == "ghost") {
+  if (state == "shaky" || state == "degraded" || state == "pending" || state == "ghost" ||
+      state == "stale") {
     return "\033[33m"; // yellow
   }
   return "";
@@ -172,6 +173,12 @@ std::string statusToText(const daemon::StateSnapshot &snapshot, bool colour) {
       out += fmt::format(" adaptive={} reloads={}", map.adaptive, map.adaptiveReloads);
     }
     out += "\n";
+    if (map.state == "stale") {
+      // What an admin needs to know about a map whose LUN is gone.
+      out += fmt::format("|  no planned map names it (are its devices gone?): left in place, "
+                         "not maintained; once nothing uses it: dmsetup remove {}\n",
+                         map.alias);
+    }
     if (!map.adaptiveDecisions.empty()) {
       const auto &last = map.adaptiveDecisions.back();
       out += fmt::format("|  last decision ({}): {}\n", last.action, last.reason);

@@ -275,6 +275,7 @@ void Daemon::start() {
   } catch (const std::exception &e) {
     throw std::runtime_error(fmt::format("device-mapper: {}", e.what()));
   }
+  loadOwnedWwids();
   loadAdminHolds();
   // From here on every device-mapper call goes through a worker, so that
   // suspends and udev waits never stall the loop (see dm_worker.hpp). Two
@@ -409,6 +410,19 @@ void Daemon::onDeviceEvents() {
       log::debug(fmt::format("dm event {} for {} ({}) on {}", ev.dmAction, ev.dmPath,
                              device.empty() ? "unknown path" : device, ev.dmName),
                  {{"PATH", device}, {"MAP", ev.dmName}});
+      if (auto stale = staleMaps_.find(ev.dmName); stale != staleMaps_.end()) {
+        // A stale map's paths are not checked (their devices are mostly
+        // gone): dm's word is all there is, and its no_path_retry count
+        // runs on it. I/O on a deleted LUN fails its paths only now.
+        auto path = stale->second.dmFailed.find(device.empty() ? ev.dmPath : device);
+        if (path != stale->second.dmFailed.end()) {
+          path->second = ev.dmAction == "PATH_FAILED";
+          runNoPathRetry(now);
+          rearmHealthTimer();
+          requestPublish();
+        }
+        continue;
+      }
       if (device.empty()) {
         continue;
       }
@@ -894,7 +908,7 @@ Expected<void> Daemon::reinstatePath(const std::string &device) {
 Expected<void> Daemon::switchGroup(const std::string &map, unsigned group) {
   auto it = maps_.find(map);
   if (it == maps_.end()) {
-    return pathkeeper::fail("no such map: '" + map + "'");
+    return pathkeeper::fail(noSuchMap(map));
   }
   if (group == 0 || group > it->second.groups.size()) {
     return pathkeeper::fail(fmt::format("map {} has {} group(s); there is no group {}", map,
@@ -981,10 +995,30 @@ std::optional<std::string> Daemon::refuseSwitch(const std::string &alias, const 
       immediate ? std::string{"at once"} : fmt::format("{}s later", policy.delay.count()), best);
 }
 
+std::string Daemon::noSuchMap(const std::string &map) const {
+  if (staleMaps_.contains(map)) {
+    return fmt::format("map {} is stale: no planned map names it (are its devices gone?), so "
+                       "pathkeeperd no longer maintains its table or groups",
+                       map);
+  }
+  return "no such map: '" + map + "'";
+}
+
 Expected<bool> Daemon::forwardQueueing(const std::string &map, bool queue) {
   auto it = maps_.find(map);
   if (it == maps_.end()) {
-    return pathkeeper::fail("no such map: '" + map + "'");
+    auto stale = staleMaps_.find(map);
+    if (stale == staleMaps_.end()) {
+      return pathkeeper::fail("no such map: '" + map + "'");
+    }
+    if (!maintainsStale(map, stale->second)) {
+      return pathkeeper::fail(fmt::format(
+          "map {} is stale and not one pathkeeperd made or maintained (its WWID {} is not in {}); "
+          "use dmsetup message {} 0 {}",
+          map, stale->second.wwid, options_.ownedWwidsFile.string(), map,
+          queue ? "queue_if_no_path" : "fail_if_no_path"));
+    }
+    return false; // a LUN whose devices are gone: what the command is for
   }
   if (mode_ == selector::Mode::Companion) {
     auto command = queueingCommand(map, queue);
@@ -1025,7 +1059,10 @@ Expected<void> Daemon::restoreQueueing(const std::string &map) {
   if (!forwarded || *forwarded) {
     return forwarded ? Expected<void>{} : pathkeeper::fail(forwarded.error());
   }
-  const auto it = maps_.find(map);
+  auto it = maps_.find(map);
+  if (it == maps_.end()) {
+    it = staleMaps_.find(map); // forwardQueueing found it in one of the two
+  }
   const bool wasDisabled = queueingDisabled_.erase(map) > 0;
   saveAdminHolds();
   if (!wasDisabled) {
@@ -1039,7 +1076,7 @@ Expected<void> Daemon::restoreQueueing(const std::string &map) {
   // no_path_retry decides, as if the admin had never disabled queueing: its
   // count went on meanwhile.
   using Kind = selector::NoPathRetry::Kind;
-  const auto &policy = it->second.desired->noPathRetry;
+  const selector::NoPathRetry policy = policyOf(map, it->second);
   const bool expired = noPathRetry_.expired(map);
   if (policy.kind == Kind::Queue || (policy.kind == Kind::Count && !expired)) {
     log::notice(fmt::format("map {}: queueing restored by the admin", map), {{"MAP", map}});
@@ -1059,7 +1096,7 @@ Expected<void> Daemon::restoreQueueing(const std::string &map) {
 
 Expected<void> Daemon::setSelector(const std::string &map, const std::string &selector) {
   if (!maps_.contains(map)) {
-    return pathkeeper::fail("no such map: '" + map + "'");
+    return pathkeeper::fail(noSuchMap(map));
   }
   if (mode_ != selector::Mode::Owner) {
     return pathkeeper::fail("companion mode: multipathd owns the tables; set the selector in "
@@ -1292,22 +1329,52 @@ void Daemon::runNoPathRetry(Clock::time_point now) {
     sendQueueing(alias, decision->queue, decision->reason, true);
   }
   // Maps the planner dropped while the kernel still has them (their paths'
-  // devices are gone): the kernel's count of active paths decides, and the
-  // count must still run out.
-  const auto unplannedUsable = [this](std::string_view alias) -> std::optional<unsigned> {
-    if (auto it = maps_.find(std::string(alias)); it != maps_.end() && it->second.desired) {
-      return std::nullopt;
+  // devices are gone, e.g. a LUN deleted on the array): the kernel's view
+  // of their paths decides, and the count must still run out.
+  for (const auto &[alias, map] : staleMaps_) {
+    if (!maintainsStale(alias, map)) {
+      continue;
     }
-    auto live = liveActivePaths_.find(alias);
-    return live != liveActivePaths_.end() ? live->second : 0U;
-  };
-  for (const auto &[alias, decision] :
-       noPathRetry_.evaluateUnplanned(unplannedUsable, interval, now)) {
-    if (!queueingDisabled_.contains(alias)) {
-      sendQueueing(alias, decision.queue,
-                   decision.reason + "; none of its paths is known to pathkeeperd any more", true);
+    const auto usable = static_cast<unsigned>(
+        std::ranges::count(map.dmFailed, false, &std::pair<const std::string, bool>::second));
+    auto decision = noPathRetry_.evaluate(alias, policyOf(alias, map), usable, 0, interval, now);
+    if (decision && !queueingDisabled_.contains(alias)) {
+      sendQueueing(alias, decision->queue,
+                   decision->reason + "; the map is stale (no planned map names it)", true);
     }
   }
+}
+
+void Daemon::stopStaleQueueing() {
+  // The reconciler keeps a planned map's queueing as the count and the
+  // admin say; a stale map has no plan, so this pass does it: a
+  // fail_if_no_path that failed, or a foreign queue_if_no_path, is sent
+  // again. Only towards not queueing: that is what the admin and the count
+  // asked for, and a stale map's table is not pathkeeperd's to change.
+  for (const auto &[alias, map] : staleMaps_) {
+    if (!map.tableQueues || !maintainsStale(alias, map)) {
+      continue;
+    }
+    if (queueingDisabled_.contains(alias)) {
+      sendQueueing(alias, false, "disabled by the admin", false);
+    } else if (noPathRetry_.expired(alias)) {
+      sendQueueing(alias, false, "no_path_retry ran out", false);
+    }
+  }
+}
+
+bool Daemon::maintainsStale(const std::string &alias, const MapState &map) const {
+  return ownedWwids_.contains(map.wwid) || noPathRetry_.lastPolicy(alias).has_value();
+}
+
+selector::NoPathRetry Daemon::policyOf(const std::string &alias, const MapState &map) const {
+  if (map.desired) {
+    return map.desired->noPathRetry;
+  }
+  if (auto last = noPathRetry_.lastPolicy(alias)) {
+    return *last;
+  }
+  return selector::policyFor(config_, map.wwid, "", "").noPathRetry;
 }
 
 void Daemon::sendQueueing(const std::string &alias, bool queue, const std::string &reason,
@@ -1326,7 +1393,7 @@ void Daemon::sendQueueing(const std::string &alias, bool queue, const std::strin
             if (fromCount) {
               noPathRetry_.sendFailed(alias, Clock::now() + interval);
               rearmHealthTimer();
-            } else if (maps_.contains(alias)) {
+            } else if (maps_.contains(alias) || staleMaps_.contains(alias)) {
               requestReconcile(text + " failed on " + alias); // it sends what is due
             }
           };
@@ -1349,13 +1416,14 @@ void Daemon::sendQueueing(const std::string &alias, bool queue, const std::strin
 }
 
 std::string Daemon::noPathRetryOf(const std::string &alias, const MapState &map) const {
-  if (!map.desired) {
+  if (!map.desired && !(staleMaps_.contains(alias) && maintainsStale(alias, map))) {
     return map.tableQueues ? "queue" : "fail"; // multipathd's map (or one not ours)
   }
   if (queueingDisabled_.contains(alias)) {
     return "disabled";
   }
-  switch (map.desired->noPathRetry.kind) {
+  const selector::NoPathRetry policy = policyOf(alias, map);
+  switch (policy.kind) {
   case selector::NoPathRetry::Kind::Fail:
     return "fail";
   case selector::NoPathRetry::Kind::Queue:
@@ -1363,7 +1431,7 @@ std::string Daemon::noPathRetryOf(const std::string &alias, const MapState &map)
   case selector::NoPathRetry::Kind::Count:
     break;
   }
-  return noPathRetry_.expired(alias) ? "expired" : std::to_string(map.desired->noPathRetry.count);
+  return noPathRetry_.expired(alias) ? "expired" : std::to_string(policy.count);
 }
 
 Daemon::Verdict Daemon::verdictOf(const std::string &device) const {
@@ -1564,10 +1632,22 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
     // may have no path at all; the first usable path brings it back.
     queueingAdopted_ = true;
     for (const auto &map : live) {
+      if (!map.table || map.table->features.queueIfNoPath ||
+          !map.info.uuid.starts_with(kMultipathUuidPrefix)) {
+        continue;
+      }
       auto wanted = std::ranges::find_if(
           input.desired, [&](const auto &d) { return d.spec.alias == map.info.name; });
-      if (!map.table || map.table->features.queueIfNoPath || wanted == input.desired.end() ||
-          wanted->noPathRetry.kind != selector::NoPathRetry::Kind::Count) {
+      const std::string wwid = map.info.uuid.substr(kMultipathUuidPrefix.size());
+      // A map not planned now (its devices gone) may be planned later:
+      // then too it queues again only with a usable path.
+      std::optional<selector::NoPathRetry> policy;
+      if (wanted != input.desired.end()) {
+        policy = wanted->noPathRetry;
+      } else if (mode_ == selector::Mode::Owner && ownedWwids_.contains(wwid)) {
+        policy = selector::policyFor(config_, wwid, "", "").noPathRetry;
+      }
+      if (!policy || policy->kind != selector::NoPathRetry::Kind::Count) {
         continue;
       }
       noPathRetry_.adoptExpired(map.info.name);
@@ -1602,12 +1682,13 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
                {{"MAP", refusal.map}});
   }
   for (const auto &stale : plan.stale) {
-    log::info(fmt::format("map {} ({}) is no longer wanted; left in place ({} active paths)",
-                          stale.map, stale.uuid, stale.activePaths),
-              {{"MAP", stale.map}});
+    log::debug(fmt::format("map {} ({}) is no longer wanted; left in place ({} active paths)",
+                           stale.map, stale.uuid, stale.activePaths),
+               {{"MAP", stale.map}});
   }
   if (plan.actions.empty()) {
     refreshMaps(live, input.desired, false);
+    stopStaleQueueing();
     runMapPolicies(Clock::now());
     requestPublish();
     finishReconcile();
@@ -1649,6 +1730,7 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
             requestReconcile("re-read after a failed read");
           }
           refreshMaps(live, desired, false);
+          stopStaleQueueing();
           runMapPolicies(Clock::now());
           requestPublish();
           finishReconcile();
@@ -1717,15 +1799,17 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
 void Daemon::refreshMaps(const std::vector<LiveMap> &live,
                          const std::vector<selector::PlannedMap> &desired, bool everyMultipathMap) {
   std::map<std::string, MapState> maps;
+  std::map<std::string, MapState> stale;
   for (const LiveMap &map : live) {
     if (!map.info.uuid.starts_with(kMultipathUuidPrefix) || !map.table) {
       continue;
     }
     auto wanted = std::find_if(desired.begin(), desired.end(),
                                [&](const auto &d) { return d.spec.alias == map.info.name; });
-    if (mode_ == selector::Mode::Owner && !everyMultipathMap && wanted == desired.end()) {
-      continue; // not ours to watch: stale or foreign
-    }
+    // Owner mode: a map no desired map names is not maintained, only kept
+    // in sight (its queueing, the commands on it, its publication).
+    const bool isStale =
+        mode_ == selector::Mode::Owner && !everyMultipathMap && wanted == desired.end();
     MapState state;
     state.wwid = map.info.uuid.substr(kMultipathUuidPrefix.size());
     state.uuid = map.info.uuid;
@@ -1774,7 +1858,7 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
     if (wanted != desired.end()) {
       state.desired = *wanted;
     }
-    maps.emplace(map.info.name, std::move(state));
+    (isStale ? stale : maps).emplace(map.info.name, std::move(state));
   }
   for (const auto &[alias, old] : maps_) {
     // A map that went, or whose groups were reloaded with other paths (a
@@ -1785,16 +1869,37 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
       failback_.forget(alias);
     }
   }
+  endWithGoneMaps(live);
+  for (const auto &[alias, map] : stale) {
+    if (!staleMaps_.contains(alias) && !everyMultipathMap) {
+      log::notice(fmt::format("map {}: stale: no planned map names it (are its devices gone?); "
+                              "left in place, its table no longer maintained{}",
+                              alias,
+                              maintainsStale(alias, map)
+                                  ? "; no_path_retry and disable-queueing still apply"
+                                  : ""),
+                  {{"MAP", alias}});
+    }
+  }
+  staleMaps_ = std::move(stale);
+  maps_ = std::move(maps);
+  mapOfDevice_.clear();
+  for (const auto &[alias, map] : maps_) {
+    for (const auto &[device, failed] : map.dmFailed) {
+      mapOfDevice_.emplace(device, alias);
+    }
+  }
+}
+
+void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {
   // no_path_retry's count and the admin's disable-queueing belong to the
   // kernel's map, whatever its paths: they end only with it. A map the
   // planner drops for a while (its paths removed, e.g. the sd devices of a
   // LUN deleted on the array) keeps them, and a reload does not restart
   // the count.
   std::set<std::string, std::less<>> liveNames;
-  liveActivePaths_.clear();
   for (const LiveMap &map : live) {
     liveNames.insert(map.info.name);
-    liveActivePaths_[map.info.name] = map.status ? map.status->activePaths() : 0U;
   }
   noPathRetry_.forgetIf([&](std::string_view alias) { return !liveNames.contains(alias); });
   bool holdEnded = false;
@@ -1810,13 +1915,6 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
   }
   if (holdEnded) {
     saveAdminHolds();
-  }
-  maps_ = std::move(maps);
-  mapOfDevice_.clear();
-  for (const auto &[alias, map] : maps_) {
-    for (const auto &[device, failed] : map.dmFailed) {
-      mapOfDevice_.emplace(device, alias);
-    }
   }
 }
 
@@ -2109,7 +2207,8 @@ StateSnapshot Daemon::snapshot() const {
   std::size_t degraded = 0;
   std::size_t down = 0;
   std::size_t paths = 0;
-  for (const auto &[alias, map] : maps_) {
+  std::size_t stale = 0;
+  const auto viewOf = [&](const std::string &alias, const MapState &map, bool isStale) {
     MapView view;
     view.alias = alias;
     view.wwid = map.wwid;
@@ -2134,9 +2233,16 @@ StateSnapshot Daemon::snapshot() const {
       group.paths = map.groups[g];
       for (const auto &device : map.groups[g]) {
         ++view.totalPaths;
-        view.usablePaths += carriesIo(health_.state(device), map.dmFailed, device) ? 1U : 0U;
+        // A stale map's devices are not checked (mostly gone): dm's word.
+        const auto state = isStale ? std::optional<PathState>{} : health_.state(device);
+        view.usablePaths += carriesIo(state, map.dmFailed, device) ? 1U : 0U;
       }
       view.groups.push_back(std::move(group));
+    }
+    if (isStale) {
+      view.state = "stale";
+      ++stale;
+      return view;
     }
     paths += view.totalPaths;
     if (view.usablePaths == 0) {
@@ -2148,8 +2254,16 @@ StateSnapshot Daemon::snapshot() const {
     } else {
       view.state = "ok";
     }
-    snap.maps.push_back(std::move(view));
+    return view;
+  };
+  for (const auto &[alias, map] : maps_) {
+    snap.maps.push_back(viewOf(alias, map, false));
   }
+  for (const auto &[alias, map] : staleMaps_) {
+    snap.maps.push_back(viewOf(alias, map, true));
+  }
+  // A D-Bus object per map, and the state file, list them by alias.
+  std::ranges::sort(snap.maps, {}, &MapView::alias);
   for (const auto &device : health_.devices()) {
     auto h = health_.health(device);
     if (!h) {
@@ -2210,13 +2324,17 @@ StateSnapshot Daemon::snapshot() const {
     snap.portals.push_back(std::move(view));
   }
   snap.findings = toViews(networkFindings_);
-  snap.status = fmt::format("{} map{}, {} path{}", snap.maps.size(),
-                            snap.maps.size() == 1 ? "" : "s", paths, paths == 1 ? "" : "s");
+  const std::size_t maintained = snap.maps.size() - stale;
+  snap.status = fmt::format("{} map{}, {} path{}", maintained, maintained == 1 ? "" : "s", paths,
+                            paths == 1 ? "" : "s");
   if (degraded > 0) {
     snap.status += fmt::format(", {} degraded", degraded);
   }
   if (down > 0) {
     snap.status += fmt::format(", {} without a usable path", down);
+  }
+  if (stale > 0) {
+    snap.status += fmt::format(", {} stale map{}", stale, stale == 1 ? "" : "s");
   }
   replaceInvalidUtf8(snap); // D-Bus and JSON take UTF-8 only
   return snap;
@@ -2258,6 +2376,21 @@ void Daemon::publish() {
   lastPublished_ = std::move(snap);
 }
 
+void Daemon::loadOwnedWwids() {
+  // Keep what an earlier run listed: paths are marked at boot, before the
+  // daemon starts, and a WWID is never dropped behind the admin's back. It
+  // also tells which stale maps are pathkeeperd's (maintainsStale).
+  if (options_.ownedWwidsFile.empty() || mode_ != selector::Mode::Owner) {
+    return;
+  }
+  std::ifstream in(options_.ownedWwidsFile);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.front() != '#') {
+      ownedWwids_.insert(line);
+    }
+  }
+}
+
 void Daemon::syncOwnedWwids() {
   const auto &file = options_.ownedWwidsFile;
   if (file.empty()) {
@@ -2271,16 +2404,6 @@ void Daemon::syncOwnedWwids() {
     }
     ownedWwids_.clear();
     return;
-  }
-  if (ownedWwids_.empty()) {
-    // Keep what an earlier run listed: paths are marked at boot, before
-    // the daemon starts, and a WWID is never dropped behind the admin's back.
-    std::ifstream in(file);
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line.front() != '#') {
-        ownedWwids_.insert(line);
-      }
-    }
   }
   bool grew = false;
   for (const auto &[alias, map] : maps_) {

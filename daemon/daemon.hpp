@@ -159,7 +159,8 @@ private:
   /// @brief READY=1, once the first reconcile is done.
   void finishStartup();
   /// @brief Rebuilds maps_ from the kernel's maps: the desired ones in
-  /// owner mode (every mpath- map at startup and in companion mode).
+  /// owner mode (every mpath- map at startup and in companion mode). In
+  /// owner mode the other mpath- maps go to staleMaps_.
   void refreshMaps(const std::vector<LiveMap> &live,
                    const std::vector<selector::PlannedMap> &desired, bool everyMultipathMap);
   /// The map-level reactions to path states: no_path_retry, then failback.
@@ -175,6 +176,25 @@ private:
   /// companion mode's forward to multipathd. @return true when forwarded:
   /// nothing is left to do here.
   Expected<bool> forwardQueueing(const std::string &map, bool queue);
+  /// Ends no_path_retry's count and the admin's disable-queueing of every
+  /// map @p live (the kernel's maps as just read) does not have.
+  void endWithGoneMaps(const std::vector<LiveMap> &live);
+  /// After a pass has read the maps: a maintained stale map whose queueing
+  /// was disabled, or whose count ran out, and that still queues gets
+  /// fail_if_no_path again (the reconciler plans nothing for it).
+  void stopStaleQueueing();
+  /// A stale map (staleMaps_) whose queueing pathkeeperd looks after: one
+  /// it planned before in this run, or whose WWID it owns (owned-wwids).
+  /// Others (e.g. a map multipathd left for a LUN pathkeeper blacklists)
+  /// are only published.
+  [[nodiscard]] bool maintainsStale(const std::string &alias, const MapState &map) const;
+  /// The no_path_retry policy of a planned map, or of a stale one: the
+  /// policy it was last evaluated with, else the configuration's for its
+  /// WWID (the defaults and its [[map]] entry: a device entry needs the
+  /// vendor and product of a path, and none is left).
+  [[nodiscard]] selector::NoPathRetry policyOf(const std::string &alias, const MapState &map) const;
+  /// Why a command on map @p map, which maps_ does not hold, cannot run.
+  [[nodiscard]] std::string noSuchMap(const std::string &map) const;
   /// What map @p alias does with I/O while no path is usable (MapView::noPathRetry).
   [[nodiscard]] std::string noPathRetryOf(const std::string &alias, const MapState &map) const;
   /// Companion mode: sends @p command to multipathd and logs its answer;
@@ -214,6 +234,8 @@ private:
   void requestPublish(std::optional<std::chrono::milliseconds> delay = std::nullopt);
   void publish();
   void writeStateFile(const StateSnapshot &snap) const;
+  /// Owner mode, at startup: what the owned-wwids file lists.
+  void loadOwnedWwids();
   void syncOwnedWwids();
   /// Startup: takes over the holds of the previous run that still apply.
   void loadAdminHolds();
@@ -284,8 +306,12 @@ private:
   /// Dropped with the map.
   std::set<std::string, std::less<>> queueingDisabled_;
   std::string savedHolds_; ///< what saveAdminHolds() last wrote
-  /// Active paths (A) of every kernel map at the last read, by name.
-  std::map<std::string, unsigned, std::less<>> liveActivePaths_;
+  /// Owner mode: the kernel's mpath- maps that no desired map names, left
+  /// in place (nothing is removed automatically), typically a LUN whose
+  /// devices are all gone. Published with State "stale"; no reloads, path
+  /// messages or failback, but no_path_retry and the queueing commands
+  /// still work on the ones pathkeeperd maintains (maintainsStale).
+  std::map<std::string, MapState> staleMaps_;
   /// The first reconcile pass has taken over the kernel's queueing state.
   bool queueingAdopted_ = false;
   DmEchoFilter echoes_; ///< our messages whose dm events are still due

@@ -62,23 +62,9 @@ std::optional<QueueDecision> NoPathRetryTracker::evaluate(std::string_view alias
                                    seconds(limit), policy.count, seconds(interval))};
 }
 
-std::vector<std::pair<std::string, QueueDecision>> NoPathRetryTracker::evaluateUnplanned(
-    const std::function<std::optional<unsigned>(std::string_view)> &unplannedUsable,
-    std::chrono::milliseconds interval, TimePoint now) {
-  std::vector<std::pair<std::string, unsigned>> unplanned;
-  for (const auto &[alias, state] : maps_) {
-    if (auto usable = unplannedUsable(alias)) {
-      unplanned.emplace_back(alias, *usable);
-    }
-  }
-  std::vector<std::pair<std::string, QueueDecision>> decisions;
-  for (const auto &[alias, usable] : unplanned) {
-    const selector::NoPathRetry policy = maps_.at(alias).policy;
-    if (auto decision = evaluate(alias, policy, usable, 0, interval, now)) {
-      decisions.emplace_back(alias, std::move(*decision));
-    }
-  }
-  return decisions;
+std::optional<selector::NoPathRetry> NoPathRetryTracker::lastPolicy(std::string_view alias) const {
+  auto it = maps_.find(alias);
+  return it != maps_.end() ? it->second.policy : std::nullopt;
 }
 
 bool NoPathRetryTracker::expired(std::string_view alias) const {

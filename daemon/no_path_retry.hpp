@@ -24,8 +24,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
 namespace pathkeeper::daemon {
 
@@ -51,15 +49,11 @@ public:
                                         unsigned usable, unsigned unknown,
                                         std::chrono::milliseconds interval, TimePoint now);
 
-  /// @brief Evaluates every map seen before for which @p unplannedUsable
-  /// gives a count (nullopt: still planned, evaluated by the caller), with
-  /// that many usable paths and the policy of its last evaluation. That is
-  /// a map the planner dropped while the kernel still has it, typically
-  /// because its paths' devices are gone (a LUN deleted on the array): its
-  /// count must still run out.
-  std::vector<std::pair<std::string, QueueDecision>>
-  evaluateUnplanned(const std::function<std::optional<unsigned>(std::string_view)> &unplannedUsable,
-                    std::chrono::milliseconds interval, TimePoint now);
+  /// @brief The policy map @p alias was last evaluated with; nullopt when
+  /// it never was. A map the planner dropped while the kernel still has it
+  /// (its paths' devices gone: a LUN deleted on the array) keeps its
+  /// policy, so that its count still runs out.
+  [[nodiscard]] std::optional<selector::NoPathRetry> lastPolicy(std::string_view alias) const;
 
   /// @brief Whether the map's count ran out: the kernel must not queue, even
   /// after a reload whose table says queue_if_no_path.
@@ -81,9 +75,9 @@ public:
 
 private:
   struct MapState {
-    std::optional<TimePoint> deadline; ///< running: when queueing stops
-    bool expired = false;              ///< fail_if_no_path was asked for
-    selector::NoPathRetry policy;      ///< as last evaluated
+    std::optional<TimePoint> deadline;           ///< running: when queueing stops
+    bool expired = false;                        ///< fail_if_no_path was asked for
+    std::optional<selector::NoPathRetry> policy; ///< as last evaluated
   };
 
   std::map<std::string, MapState, std::less<>> maps_;

@@ -319,7 +319,10 @@ protected:
   }
 
   bool ready() const {
-    return published_ && published_->maps.size() == 2 && published_->status.starts_with("2 maps");
+    return published_ &&
+           std::ranges::count_if(published_->maps,
+                                 [](const MapView &map) { return map.state != "stale"; }) == 2 &&
+           published_->status.starts_with("2 maps");
   }
 
   /// The published map that holds @p device, or "".
@@ -782,6 +785,31 @@ protected:
     auto it = std::ranges::find(published_->maps, std::string(map), &MapView::alias);
     return it == published_->maps.end() ? std::string{} : it->noPathRetry;
   }
+  std::string publishedMapState(const char *map) {
+    if (!published_) {
+      return {};
+    }
+    auto it = std::ranges::find(published_->maps, std::string(map), &MapView::alias);
+    return it == published_->maps.end() ? std::string{} : it->state;
+  }
+  /// The upper LU's devices go (the LU deleted on the array): the planner
+  /// drops its map, and the kernel keeps it. With @p fromSysfs, they are
+  /// gone from sysfs too, for a restart.
+  void removeUpperDevices(bool fromSysfs) {
+    sendBlockEvent(UdevEvent::Action::Remove, "sda", "8:0");
+    sendBlockEvent(UdevEvent::Action::Remove, "sdb", "8:16");
+    ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper) == "stale"; }));
+    EXPECT_TRUE(dm_.with([](FakeDeviceMapper &fake) { return fake.maps.contains(kUpper); }));
+    if (fromSysfs) {
+      fs::remove(root_ / "sys/block/sda");
+      fs::remove(root_ / "sys/block/sdb");
+    }
+  }
+  /// A restart of the daemon; ready once the lower map is published.
+  void restart() {
+    startDaemon();
+    ASSERT_TRUE(runUntil([&] { return publishedMapState(kLower) == "ok"; }));
+  }
 };
 
 TEST_F(DaemonQueueingTest, NoPathRetryStopsQueueingOnceNoPathWasUsableForItsCount) {
@@ -916,14 +944,7 @@ TEST_F(DaemonQueueingTest, TheCountRunsOutForAMapWhoseDevicesAreGone) {
       runUntil([&] { return publishedState("sda") == "down" && publishedState("sdb") == "down"; }));
   // The count runs; the LU is deleted on the array and its devices go,
   // so the map leaves the plan while the kernel keeps it, queueing.
-  sendBlockEvent(UdevEvent::Action::Remove, "sda", "8:0");
-  sendBlockEvent(UdevEvent::Action::Remove, "sdb", "8:16");
-  ASSERT_TRUE(runUntil([&] {
-    return published_ && std::ranges::none_of(published_->maps, [](const MapView &map) {
-             return map.alias == kUpper;
-           });
-  }));
-  EXPECT_TRUE(dm_.with([](FakeDeviceMapper &fake) { return fake.maps.contains(kUpper); }));
+  removeUpperDevices(false);
   ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }))
       << "I/O on the deleted LU would stay queued for ever";
   EXPECT_TRUE(queueing(kLower));
@@ -936,13 +957,8 @@ TEST_F(DaemonQueueingTest, DisableQueueingHoldsWhileTheMapHasNoPathInTheInventor
 
   // Both of the LU's devices go: the map is no longer planned, and stays
   // in the kernel (nothing is removed automatically).
-  sendBlockEvent(UdevEvent::Action::Remove, "sda", "8:0");
-  sendBlockEvent(UdevEvent::Action::Remove, "sdb", "8:16");
-  ASSERT_TRUE(runUntil([&] {
-    return published_ && std::ranges::none_of(published_->maps, [](const MapView &map) {
-             return map.alias == kUpper;
-           });
-  }));
+  removeUpperDevices(false);
+  EXPECT_EQ(publishedNoPathRetry(kUpper), "disabled");
   EXPECT_NE(readFile(root_ / "run/admin-holds").find("disable-queueing " + std::string(kUpper)),
             std::string::npos);
 
@@ -954,6 +970,119 @@ TEST_F(DaemonQueueingTest, DisableQueueingHoldsWhileTheMapHasNoPathInTheInventor
   runFor(300ms);
   EXPECT_FALSE(queueing(kUpper));
   EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+}
+
+TEST_F(DaemonQueueingTest, TheAdminCanStopAndRestoreQueueingOnAStaleMap) {
+  // The case disable-queueing is for: a LUN deleted on the array, its
+  // devices gone, its map queueing I/O for ever (no_path_retry = queue).
+  std::string config = kConfig;
+  const std::string defaults = "[defaults]\n";
+  config.insert(config.rfind(defaults) + defaults.size(), "no_path_retry = \"queue\"\n");
+  useTree("xserve", config);
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  removeUpperDevices(true);
+  EXPECT_TRUE(queueing(kUpper));
+  EXPECT_EQ(publishedNoPathRetry(kUpper), "queue");
+  EXPECT_EQ(published_->status, "1 map, 2 paths, 1 stale map");
+  const auto refused = daemon_->switchGroup(kUpper, 1);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_THAT(refused.error(), HasSubstr("map xserve-upper is stale"));
+
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "disabled"; }));
+
+  // The hold survives a restart that finds the map stale from the start.
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+  restart();
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "disabled"; }));
+  EXPECT_EQ(publishedMapState(kUpper), "stale");
+  runFor(300ms);
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+
+  ASSERT_TRUE(daemon_->restoreQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "queue"; }));
+  EXPECT_EQ(readFile(root_ / "run/admin-holds").find("\ndisable-queueing"), std::string::npos);
+}
+
+TEST_F(DaemonQueueingTest, AStaleMapFoundAtStartupKeepsItsRunOutCount) {
+  startCounting();
+  tur_.setDown("sda", true);
+  tur_.setDown("sdb", true);
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
+  removeUpperDevices(true);
+  EXPECT_EQ(publishedNoPathRetry(kUpper), "expired");
+
+  // A restart finds the map stale, not queueing: its count ran out.
+  restart();
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
+
+  // The LU comes back with both paths still down: the map is planned and
+  // reloaded, and must not queue again for a fresh count.
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+  fs::create_directory_symlink("../devices/platform/host0/session1/target0:0:0/0:0:0:0/block/sda",
+                               root_ / "sys/block/sda");
+  fs::create_directory_symlink("../devices/platform/host1/session2/target1:0:0/1:0:0:0/block/sdb",
+                               root_ / "sys/block/sdb");
+  sendBlockEvent(UdevEvent::Action::Add, "sda", "8:0");
+  sendBlockEvent(UdevEvent::Action::Add, "sdb", "8:16");
+  ASSERT_TRUE(runUntil([&] {
+    return publishedMapState(kUpper) == "down" && publishedState("sda") == "down" &&
+           publishedState("sdb") == "down";
+  }));
+  runFor(300ms);
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+  EXPECT_EQ(publishedNoPathRetry(kUpper), "expired");
+  tur_.setDown("sda", false);
+  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+}
+
+TEST_F(DaemonQueueingTest, AStaleMapPathkeeperNeverOwnedIsOnlyShown) {
+  // A map left by multipathd for a LUN pathkeeperd does not plan.
+  dm_.with([](FakeDeviceMapper &fake) {
+    fake.seed("mpathz", "mpath-3600140500000000000000000000000ff",
+              "0 2048 multipath 1 queue_if_no_path 0 1 1 round-robin 0 1 1 8:240 1");
+  });
+  startCounting();
+  ASSERT_TRUE(runUntil([&] { return publishedMapState("mpathz") == "stale"; }));
+  EXPECT_EQ(publishedNoPathRetry("mpathz"), "queue") << "as the kernel's table says";
+  const auto refused = daemon_->disableQueueing("mpathz");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_THAT(refused.error(), HasSubstr("not one pathkeeperd made or maintained"));
+  EXPECT_THAT(refused.error(), HasSubstr("dmsetup message mpathz 0 fail_if_no_path"));
+  EXPECT_TRUE(queueing("mpathz"));
+  EXPECT_EQ(sent("mpathz", "fail_if_no_path"), 0U);
+}
+
+TEST_F(DaemonQueueingTest, AStaleMapsCountFollowsTheKernelsPathEvents) {
+  startCounting();
+  removeUpperDevices(false);
+  // Nothing checks a stale map's paths: the kernel's events are all there
+  // is. I/O on the deleted LU fails both paths, and the count runs out.
+  for (const char *devt : {"8:0", "8:16"}) {
+    dm_.with([&](FakeDeviceMapper &fake) { fake.maps.at(kUpper).pathActive[devt] = false; });
+    sendDmPathEvent("PATH_FAILED", kUpper, devt);
+  }
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
+  ASSERT_FALSE(queueing(kUpper));
+
+  // One comes back, and the map queues again; it fails, and the count runs
+  // out again.
+  dm_.with([](FakeDeviceMapper &fake) { fake.maps.at(kUpper).pathActive["8:0"] = true; });
+  sendDmPathEvent("PATH_REINSTATED", kUpper, "8:0");
+  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+  ASSERT_TRUE(runUntil([&] {
+    auto it = std::ranges::find(published_->maps, std::string(kUpper), &MapView::alias);
+    return it != published_->maps.end() && it->usablePaths == 1 && it->noPathRetry == "2";
+  }));
+  dm_.with([](FakeDeviceMapper &fake) { fake.maps.at(kUpper).pathActive["8:0"] = false; });
+  sendDmPathEvent("PATH_FAILED", kUpper, "8:0");
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  EXPECT_EQ(publishedMapState(kUpper), "stale");
 }
 
 TEST_F(DaemonQueueingTest, ARestoreAfterARestartStillKnowsTheCountRanOut) {

@@ -39,29 +39,17 @@ TEST(NoPathRetry, QueuesForTheCountOfCheckerIntervalsThenFails) {
   EXPECT_EQ(tracker.evaluate("upper", count(3), 0, 0, kInterval, t0 + 20s), std::nullopt);
 }
 
-TEST(NoPathRetry, AMapNoLongerPlannedStillRunsOutWithItsLastPolicy) {
+TEST(NoPathRetry, RemembersThePolicyAMapWasLastEvaluatedWith) {
   NoPathRetryTracker tracker;
+  EXPECT_EQ(tracker.lastPolicy("upper"), std::nullopt);
+  tracker.adoptExpired("upper");
+  EXPECT_EQ(tracker.lastPolicy("upper"), std::nullopt) << "adopted, never evaluated";
   tracker.evaluate("upper", count(2), 0, 0, kInterval, t0);
-  tracker.evaluate("lower", count(2), 0, 0, kInterval, t0);
-  // "upper" left the plan with no active path; "lower" is still planned.
-  const auto unplanned = [](std::string_view alias) -> std::optional<unsigned> {
-    return alias == "upper" ? std::optional<unsigned>(0) : std::nullopt;
-  };
-  EXPECT_TRUE(tracker.evaluateUnplanned(unplanned, kInterval, t0 + 9s).empty());
-  const auto decisions = tracker.evaluateUnplanned(unplanned, kInterval, t0 + 10s);
-  ASSERT_EQ(decisions.size(), 1U);
-  EXPECT_EQ(decisions[0].first, "upper");
-  EXPECT_FALSE(decisions[0].second.queue);
-  EXPECT_TRUE(tracker.expired("upper"));
-  EXPECT_FALSE(tracker.expired("lower")) << "a planned map is the caller's to evaluate";
-  // Paths active in the kernel again: queueing comes back.
-  const auto back = tracker.evaluateUnplanned(
-      [](std::string_view alias) -> std::optional<unsigned> {
-        return alias == "upper" ? std::optional<unsigned>(1) : std::nullopt;
-      },
-      kInterval, t0 + 11s);
-  ASSERT_EQ(back.size(), 1U);
-  EXPECT_TRUE(back[0].second.queue);
+  EXPECT_EQ(tracker.lastPolicy("upper"), count(2));
+  tracker.evaluate("upper", failAtOnce, 0, 0, kInterval, t0 + 1s);
+  EXPECT_EQ(tracker.lastPolicy("upper"), failAtOnce);
+  tracker.forget("upper");
+  EXPECT_EQ(tracker.lastPolicy("upper"), std::nullopt);
 }
 
 TEST(NoPathRetry, TheFirstUsablePathTurnsQueueingBackOn) {

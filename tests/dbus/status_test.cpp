@@ -64,6 +64,30 @@ TEST(DbusStatusText, ShowsMeasuredThroughputLatencyAndWeightOfAdaptiveMaps) {
       << text;
 }
 
+TEST(DbusStatusText, SaysWhatAStaleMapIsAndHowToRemoveIt) {
+  auto s = sampleSnapshot();
+  daemon::MapView gone;
+  gone.alias = "xserve-gone";
+  gone.wwid = "36000d31000aa000000000000000000c3";
+  gone.state = "stale";
+  gone.selector = "service-time";
+  gone.totalPaths = 1;
+  gone.queueing = true;
+  gone.noPathRetry = "disabled";
+  gone.groups.push_back({1, 0, {"8:240"}});
+  s.maps.push_back(gone);
+  const auto text = statusToText(s, false);
+  EXPECT_NE(text.find("xserve-gone (36000d31000aa000000000000000000c3) stale "
+                      "selector=service-time paths=0/1 queueing queueing-disabled\n"
+                      "|  no planned map names it (are its devices gone?): left in place, not "
+                      "maintained; once nothing uses it: dmsetup remove xserve-gone\n"
+                      "`-+- group 1 prio=0\n"
+                      "   `- 8:240 (not published)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(statusToText(s, true).find("\033[33mstale\033[0m"), std::string::npos);
+}
+
 TEST(DbusStatusText, ColoursStatesOnlyWhenAsked) {
   auto s = sampleSnapshot();
   s.paths[0].state = "down";
