@@ -1560,6 +1560,11 @@ void Daemon::finishReconcile() {
 }
 
 void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &why) {
+  // Before planning: a map removed since the last pass (dmsetup remove)
+  // that this pass creates again is a new map, with a fresh count and
+  // without the old one's hold. Owner mode starts no pass on a removal,
+  // so the next pass often does both.
+  endWithGoneMaps(live);
   ReconcileInput input;
   input.mode = mode_ == selector::Mode::Owner ? ReconcileMode::Owner : ReconcileMode::Companion;
   input.live = live;

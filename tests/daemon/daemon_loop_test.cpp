@@ -1085,6 +1085,24 @@ TEST_F(DaemonQueueingTest, AStaleMapsCountFollowsTheKernelsPathEvents) {
   EXPECT_EQ(publishedMapState(kUpper), "stale");
 }
 
+TEST_F(DaemonQueueingTest, AMapRemovedAndMadeAgainInOnePassIsANewMap) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  runFor(500ms); // the passes the command asked for are over
+
+  // The admin removes the map (dmsetup remove: owner mode starts no pass
+  // for it); the next pass finds it gone and makes it again. The hold was
+  // on the old map, and ends with it.
+  dm_.with([](FakeDeviceMapper &fake) { fake.maps.erase(kUpper); });
+  ASSERT_TRUE(daemon_->rescan().has_value());
+  ASSERT_TRUE(runUntil(
+      [&] { return dm_.with([](FakeDeviceMapper &fake) { return fake.maps.contains(kUpper); }); }));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "2"; }));
+  EXPECT_TRUE(queueing(kUpper)) << "no_path_retry 2 queues at first";
+  EXPECT_EQ(readFile(root_ / "run/admin-holds").find("disable-queueing"), std::string::npos);
+}
+
 TEST_F(DaemonQueueingTest, ARestoreAfterARestartStillKnowsTheCountRanOut) {
   startCounting();
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
