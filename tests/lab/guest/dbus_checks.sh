@@ -182,6 +182,42 @@ dc_run() {
     wait "$DC_MON_PID" 2>/dev/null || true
     lab_save busctl-monitor.jsonl "$DC_MON"
 
+    lab_step "dbus 3b: a LUN's devices deleted: the map is stale; disable-queueing frees the I/O stuck on it"
+    # What an admin meets after a LUN is deleted on the array and its sd
+    # devices are removed: the map stays, queueing (no_path_retry 12 x 60 s
+    # here), and a reader hangs in D state until queueing is disabled.
+    local upper_devs pid rc
+    upper_devs=$(jq -r '.paths[] | select(.map == "xserve-upper") | .device' "$PD_STATE" | xargs)
+    lab_log "deleting xserve-upper's devices: $upper_devs"
+    for sd in $upper_devs; do echo 1 >"/sys/block/$sd/device/delete"; done
+    lab_wait 30 "pathkeeperctl status: xserve-upper is stale" \
+        bash -c '"$1" status --json | jq -e ".maps[] | select(.alias == \"xserve-upper\") | .state == \"stale\"" >/dev/null' _ "$ctl"
+    lab_check "xserve-upper is still in the kernel, queueing" pd_queueing xserve-upper
+    "$ctl" status --no-color || true
+    dd if=/dev/mapper/xserve-upper of=/dev/null bs=4096 count=1 iflag=direct 2>"$LAB_RUN/dd-stale.err" &
+    pid=$!
+    sleep 3
+    lab_check "a read of xserve-upper is stuck (queued: no path, queue_if_no_path)" kill -0 "$pid"
+    lab_check "pathkeeperctl disable-queueing xserve-upper (a stale map)" "$ctl" disable-queueing xserve-upper
+    lab_wait 30 "the stuck read ended" pd_gone "$pid"
+    rc=0; wait "$pid" || rc=$?
+    lab_log "dd exited $rc: $(tr '\n' ' ' <"$LAB_RUN/dd-stale.err")"
+    lab_check "the stuck read failed (I/O error), as disable-queueing asks" test "$rc" -ne 0
+    lab_check "no queue_if_no_path in xserve-upper's table" not pd_queueing xserve-upper
+    lab_check "the bus says queueing-disabled" \
+        bash -c '"$1" status --json | jq -e ".maps[] | select(.alias == \"xserve-upper\") | .no_path_retry == \"disabled\"" >/dev/null' _ "$ctl"
+    # The admin removes the map; the hold ends with it, and the LUN's
+    # return (a rescan) gets a fresh map that queues as configured. Owner
+    # mode starts no pass on a removal: the rescan's pass sees the map gone
+    # and makes it again.
+    udevadm settle
+    lab_check "dmsetup remove xserve-upper" dmsetup remove --retry xserve-upper
+    iscsiadm -m session --rescan >/dev/null
+    lab_wait 60 "xserve-upper made again, 2 paths" pd_maps_present
+    lab_check "pathkeeperd: the hold ended with the removed map" \
+        pd_log_has "map xserve-upper: gone; the admin's disable-queueing ends with it"
+    lab_wait 30 "the new xserve-upper queues (no_path_retry 12), no hold left" pd_queueing xserve-upper
+
     lab_step "dbus 4: export multipath-conf; multipathd 0.9.4 builds the same maps"
     lab_check "pathkeeperd exits on SIGTERM" pd_stop
     lab_save pathkeeperd.log "$PD_LOG"
