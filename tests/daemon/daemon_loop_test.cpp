@@ -743,11 +743,12 @@ TEST_F(DaemonLoopTest, AnAdminHoldEndsWithTheDeviceItWasOn) {
 
 class DaemonQueueingTest : public DaemonLoopTest {
 protected:
-  /// The xserve tree with no_path_retry = 2, started.
-  void startCounting() {
+  /// The xserve tree with no_path_retry = @p policy (as the config spells
+  /// it), started.
+  void startCounting(const std::string &policy = "2") {
     std::string config = kConfig;
     const std::string defaults = "[defaults]\n";
-    config.insert(config.rfind(defaults) + defaults.size(), "no_path_retry = 2\n");
+    config.insert(config.rfind(defaults) + defaults.size(), "no_path_retry = " + policy + "\n");
     useTree("xserve", config);
     startDaemon();
     ASSERT_TRUE(runUntil([&] { return ready(); }));
@@ -975,12 +976,7 @@ TEST_F(DaemonQueueingTest, DisableQueueingHoldsWhileTheMapHasNoPathInTheInventor
 TEST_F(DaemonQueueingTest, TheAdminCanStopAndRestoreQueueingOnAStaleMap) {
   // The case disable-queueing is for: a LUN deleted on the array, its
   // devices gone, its map queueing I/O for ever (no_path_retry = queue).
-  std::string config = kConfig;
-  const std::string defaults = "[defaults]\n";
-  config.insert(config.rfind(defaults) + defaults.size(), "no_path_retry = \"queue\"\n");
-  useTree("xserve", config);
-  startDaemon();
-  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  startCounting("\"queue\"");
   removeUpperDevices(true);
   EXPECT_TRUE(queueing(kUpper));
   EXPECT_EQ(publishedNoPathRetry(kUpper), "queue");
