@@ -80,8 +80,13 @@ bool isQueueingCommand(const std::string &command) {
 /// tried, and the first failure decides the exit status.
 int runQueueing(DaemonClient &client, const std::string &command, std::vector<std::string> maps) {
   if (maps.empty()) {
+    // Every map pathkeeperd maintains: a stale one is named explicitly,
+    // so that --all neither fails on a foreign leftover nor turns queueing
+    // back on for a deleted LUN the admin stopped.
     for (const auto &map : client.snapshot().maps) {
-      maps.push_back(map.alias);
+      if (map.state != "stale") {
+        maps.push_back(map.alias);
+      }
     }
     if (maps.empty()) {
       std::cerr << "pathkeeperctl: " << command << ": pathkeeperd has no map\n";

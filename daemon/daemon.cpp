@@ -414,14 +414,16 @@ void Daemon::onDeviceEvents() {
         // A stale map's paths are not checked (their devices are mostly
         // gone): dm's word is all there is, and its no_path_retry count
         // runs on it. I/O on a deleted LUN fails its paths only now.
+        // Only a path the stale map lists: a pass that plans the map
+        // again may already have sent messages for its new paths.
         auto path = stale->second.dmFailed.find(device.empty() ? ev.dmPath : device);
         if (path != stale->second.dmFailed.end()) {
           path->second = ev.dmAction == "PATH_FAILED";
           runNoPathRetry(now);
           rearmHealthTimer();
           requestPublish();
+          continue;
         }
-        continue;
       }
       if (device.empty()) {
         continue;
@@ -1364,7 +1366,8 @@ void Daemon::stopStaleQueueing() {
 }
 
 bool Daemon::maintainsStale(const std::string &alias, const MapState &map) const {
-  return ownedWwids_.contains(map.wwid) || noPathRetry_.lastPolicy(alias).has_value();
+  return ownedWwids_.contains(map.wwid) || noPathRetry_.lastPolicy(alias).has_value() ||
+         queueingDisabled_.contains(alias);
 }
 
 selector::NoPathRetry Daemon::policyOf(const std::string &alias, const MapState &map) const {
@@ -1393,7 +1396,7 @@ void Daemon::sendQueueing(const std::string &alias, bool queue, const std::strin
             if (fromCount) {
               noPathRetry_.sendFailed(alias, Clock::now() + interval);
               rearmHealthTimer();
-            } else if (maps_.contains(alias) || staleMaps_.contains(alias)) {
+            } else if (maps_.contains(alias)) {
               requestReconcile(text + " failed on " + alias); // it sends what is due
             }
           };

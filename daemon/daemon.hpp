@@ -184,7 +184,8 @@ private:
   /// fail_if_no_path again (the reconciler plans nothing for it).
   void stopStaleQueueing();
   /// A stale map (staleMaps_) whose queueing pathkeeperd looks after: one
-  /// it planned before in this run, or whose WWID it owns (owned-wwids).
+  /// it planned before in this run, whose WWID it owns (owned-wwids), or
+  /// that holds the admin's disable-queueing.
   /// Others (e.g. a map multipathd left for a LUN pathkeeper blacklists)
   /// are only published.
   [[nodiscard]] bool maintainsStale(const std::string &alias, const MapState &map) const;

@@ -1050,6 +1050,7 @@ TEST_F(DaemonQueueingTest, AStaleMapPathkeeperNeverOwnedIsOnlyShown) {
   ASSERT_FALSE(refused.has_value());
   EXPECT_THAT(refused.error(), HasSubstr("not one pathkeeperd made or maintained"));
   EXPECT_THAT(refused.error(), HasSubstr("dmsetup message mpathz 0 fail_if_no_path"));
+  runFor(300ms); // messages go out on a worker
   EXPECT_TRUE(queueing("mpathz"));
   EXPECT_EQ(sent("mpathz", "fail_if_no_path"), 0U);
 }
