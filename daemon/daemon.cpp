@@ -1337,8 +1337,8 @@ void Daemon::runNoPathRetry(Clock::time_point now) {
     if (!maintainsStale(alias, map)) {
       continue;
     }
-    const auto usable = static_cast<unsigned>(
-        std::ranges::count(map.dmFailed, false, &std::pair<const std::string, bool>::second));
+    const auto usable = static_cast<unsigned>(std::ranges::count_if(
+        map.dmFailed, [&](const auto &path) { return staleCarriesIo(map, path.first); }));
     auto decision = noPathRetry_.evaluate(alias, policyOf(alias, map), usable, 0, interval, now);
     if (decision && !queueingDisabled_.contains(alias)) {
       sendQueueing(alias, decision->queue,
@@ -1368,6 +1368,21 @@ void Daemon::stopStaleQueueing() {
 bool Daemon::maintainsStale(const std::string &alias, const MapState &map) const {
   return ownedWwids_.contains(map.wwid) || noPathRetry_.lastPolicy(alias).has_value() ||
          queueingDisabled_.contains(alias);
+}
+
+bool Daemon::staleCarriesIo(const MapState &map, const std::string &device) const {
+  auto path = map.dmFailed.find(device);
+  if (path == map.dmFailed.end() || path->second) {
+    return false;
+  }
+  if (inventory_.paths.contains(device)) {
+    return true;
+  }
+  // A path refreshMaps could not name: by its devt ("8:0"), as the table
+  // gives it. One not in the inventory (not iSCSI) exists as long as
+  // sysfs lists its devt; a name the inventory no longer has is gone.
+  return device.find(':') != std::string::npos &&
+         fs::exists(options_.sysfsRoot / "dev/block" / device);
 }
 
 selector::NoPathRetry Daemon::policyOf(const std::string &alias, const MapState &map) const {
@@ -2241,9 +2256,9 @@ StateSnapshot Daemon::snapshot() const {
       group.paths = map.groups[g];
       for (const auto &device : map.groups[g]) {
         ++view.totalPaths;
-        // A stale map's devices are not checked (mostly gone): dm's word.
-        const auto state = isStale ? std::optional<PathState>{} : health_.state(device);
-        view.usablePaths += carriesIo(state, map.dmFailed, device) ? 1U : 0U;
+        const bool usable = isStale ? staleCarriesIo(map, device)
+                                    : carriesIo(health_.state(device), map.dmFailed, device);
+        view.usablePaths += usable ? 1U : 0U;
       }
       view.groups.push_back(std::move(group));
     }

@@ -189,6 +189,11 @@ private:
   /// Others (e.g. a map multipathd left for a LUN pathkeeper blacklists)
   /// are only published.
   [[nodiscard]] bool maintainsStale(const std::string &alias, const MapState &map) const;
+  /// Whether @p device, a path of stale map @p map, can carry I/O. Its
+  /// device is not checked (mostly gone), so dm's word decides, but only
+  /// for a device that still exists: dm keeps a path on a deleted device
+  /// active until I/O fails on it, and that I/O would queue meanwhile.
+  [[nodiscard]] bool staleCarriesIo(const MapState &map, const std::string &device) const;
   /// The no_path_retry policy of a planned map, or of a stale one: the
   /// policy it was last evaluated with, else the configuration's for its
   /// WWID (the defaults and its [[map]] entry: a device entry needs the
