@@ -175,8 +175,9 @@ std::string statusToText(const daemon::StateSnapshot &snapshot, bool colour) {
     out += "\n";
     if (map.state == "stale") {
       // What an admin needs to know about a map whose LUN is gone.
-      out += fmt::format("|  no planned map names it (are its devices gone?): left in place, "
-                         "not maintained; once nothing uses it: dmsetup remove {}\n",
+      out += fmt::format("|  no planned map names it (are its devices gone? the log says if "
+                         "its alias changed): left in place, not maintained; once nothing uses "
+                         "it: dmsetup remove {}\n",
                          map.alias);
     }
     if (!map.adaptiveDecisions.empty()) {

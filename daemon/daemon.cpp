@@ -403,6 +403,7 @@ void Daemon::onDeviceEvents() {
   const auto now = Clock::now();
   std::vector<std::string> changed;
   bool mapsChanged = false;
+  bool foreignMap = false;
   bool inventoryTouched = false;
   for (DeviceEvent &ev : monitor_->receive()) {
     if (!ev.dmAction.empty()) {
@@ -478,6 +479,13 @@ void Daemon::onDeviceEvents() {
     }
     if (ev.event.subsystem == "block" && ev.sysname.starts_with("dm-")) {
       mapsChanged = true; // a map appeared, changed or went away
+      // Owner mode never removes or renames a map itself: a removal, or a
+      // multipath map by a name it does not know (a dmsetup rename, a map
+      // another tool made), is the admin's doing, and a pass takes it in.
+      // Its own creations and reloads start nothing.
+      foreignMap = foreignMap || ev.event.action == UdevEvent::Action::Remove ||
+                   (ev.dmUuid.starts_with(kMultipathUuidPrefix) && !ev.dmName.empty() &&
+                    !maps_.contains(ev.dmName) && !staleMaps_.contains(ev.dmName));
       continue;
     }
     auto names = sysfs_.apply(inventory_, ev.event);
@@ -491,6 +499,10 @@ void Daemon::onDeviceEvents() {
   }
   if (mapsChanged && mode_ == selector::Mode::Companion) {
     requestReconcile("a map changed");
+  } else if (foreignMap) {
+    // Typically the dmsetup remove of a stale map: its hold, its count and
+    // its publication end now, not at whatever pass comes next.
+    requestReconcile("a map was removed, renamed or made by another tool");
   }
 }
 
@@ -1894,15 +1906,24 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
   }
   endWithGoneMaps(live);
   for (const auto &[alias, map] : stale) {
-    if (!staleMaps_.contains(alias) && !everyMultipathMap) {
-      log::notice(fmt::format("map {}: stale: no planned map names it (are its devices gone?); "
-                              "left in place, its table no longer maintained{}",
-                              alias,
-                              maintainsStale(alias, map)
-                                  ? "; no_path_retry and disable-queueing still apply"
-                                  : ""),
-                  {{"MAP", alias}});
+    if (staleMaps_.contains(alias) || everyMultipathMap) {
+      continue;
     }
+    // Its LUN's devices gone is the usual cause; an alias changed in the
+    // configuration is the other, and needs other advice.
+    auto renamed =
+        std::ranges::find(desired, map.uuid, [](const auto &d) { return d.spec.dmUuid(); });
+    const std::string cause =
+        renamed != desired.end()
+            ? fmt::format("its WWID is planned as map {} now, and pathkeeperd does not rename "
+                          "maps: 'dmsetup rename {} {}' hands it over",
+                          renamed->spec.alias, alias, renamed->spec.alias)
+            : std::string("no planned map names it (are its devices gone?)");
+    log::notice(
+        fmt::format(
+            "map {}: stale: {}; left in place, its table no longer maintained{}", alias, cause,
+            maintainsStale(alias, map) ? "; no_path_retry and disable-queueing still apply" : ""),
+        {{"MAP", alias}});
   }
   staleMaps_ = std::move(stale);
   maps_ = std::move(maps);

@@ -351,8 +351,10 @@ ReconcilePlan planReconcile(const ReconcileInput &input) {
         claimed.insert(other->second->info.name);
         plan.refused.push_back(
             {spec.alias, fmt::format("WWID {} is already mapped as '{}' "
-                                     "(DM UUID {}); renaming is not done",
-                                     spec.wwid, other->second->info.name, uuid)});
+                                     "(DM UUID {}); maps are not renamed: 'dmsetup rename {} {}' "
+                                     "hands it over",
+                                     spec.wwid, other->second->info.name, uuid,
+                                     other->second->info.name, spec.alias)});
         continue;
       }
       dropUnwantedQueueing(input, spec.alias, *want, line);

@@ -1081,6 +1081,63 @@ TEST_F(DaemonQueueingTest, AStaleMapsPathsOnGoneDevicesCarryNoIo) {
   EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
 }
 
+TEST_F(DaemonQueueingTest, AMapWhoseAliasChangedIsStaleUntilTheAdminRenamesIt) {
+  startCounting();
+  std::string config = readFile(root_ / "pathkeeper.conf");
+  const std::string old = "alias = \"xserve-upper\"";
+  config.replace(config.find(old), old.size(), "alias = \"upper-lun\"");
+  writeFile(root_ / "pathkeeper.conf", config);
+  ASSERT_TRUE(daemon_->reconfigure().has_value());
+  ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper) == "stale"; }));
+  EXPECT_EQ(publishedMapState("upper-lun"), "") << "its WWID is mapped as xserve-upper";
+
+  // Its devices are still there: nothing checks its paths for it, and
+  // dm's events drive its count.
+  for (const char *devt : {"8:0", "8:16"}) {
+    dm_.with([&](FakeDeviceMapper &fake) { fake.maps.at(kUpper).pathActive[devt] = false; });
+    sendDmPathEvent("PATH_FAILED", kUpper, devt);
+  }
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
+  ASSERT_FALSE(queueing(kUpper));
+  dm_.with([](FakeDeviceMapper &fake) { fake.maps.at(kUpper).pathActive["8:0"] = true; });
+  sendDmPathEvent("PATH_REINSTATED", kUpper, "8:0");
+  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+
+  // dmsetup rename, as the log advises: its change event alone (owner
+  // mode starts no pass for its own maps' events) hands the map over.
+  std::string uuid;
+  dm_.with([&](FakeDeviceMapper &fake) {
+    auto node = fake.maps.extract(kUpper);
+    uuid = node.mapped().uuid;
+    node.key() = "upper-lun";
+    fake.maps.insert(std::move(node));
+    fake.calls.clear();
+  });
+  DeviceEvent renamed = dmEvent(UdevEvent::Action::Change);
+  renamed.dmName = "upper-lun";
+  renamed.dmUuid = uuid;
+  events_->send(std::move(renamed));
+  ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "ok"; }));
+  EXPECT_EQ(publishedMapState(kUpper), "");
+  EXPECT_EQ(callsMatching("create upper-lun"), 0U);
+}
+
+TEST_F(DaemonQueueingTest, ADmsetupRemoveOfAStaleMapEndsItAtOnce) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  removeUpperDevices(false);
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "disabled"; }));
+  runFor(500ms); // the passes the removals asked for are over
+
+  // dmsetup remove: its remove event alone ends the map's hold and its
+  // publication, with no other event to start a pass.
+  dm_.with([](FakeDeviceMapper &fake) { fake.maps.erase(kUpper); });
+  events_->send(dmEvent(UdevEvent::Action::Remove));
+  ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper).empty(); }));
+  EXPECT_EQ(published_->status, "1 map, 2 paths");
+  EXPECT_EQ(readFile(root_ / "run/admin-holds").find("disable-queueing"), std::string::npos);
+}
+
 TEST_F(DaemonQueueingTest, AMapRemovedAndMadeAgainInOnePassIsANewMap) {
   startCounting();
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());

@@ -79,8 +79,9 @@ TEST(DbusStatusText, SaysWhatAStaleMapIsAndHowToRemoveIt) {
   const auto text = statusToText(s, false);
   EXPECT_NE(text.find("xserve-gone (36000d31000aa000000000000000000c3) stale "
                       "selector=service-time paths=0/1 queueing queueing-disabled\n"
-                      "|  no planned map names it (are its devices gone?): left in place, not "
-                      "maintained; once nothing uses it: dmsetup remove xserve-gone\n"
+                      "|  no planned map names it (are its devices gone? the log says if its "
+                      "alias changed): left in place, not maintained; once nothing uses it: "
+                      "dmsetup remove xserve-gone\n"
                       "`-+- group 1 prio=0\n"
                       "   `- 8:240 (not published)\n"),
             std::string::npos)

@@ -206,16 +206,17 @@ dc_run() {
     lab_check "no queue_if_no_path in xserve-upper's table" not pd_queueing xserve-upper
     lab_check "the bus says queueing-disabled" \
         bash -c '"$1" status --json | jq -e ".maps[] | select(.alias == \"xserve-upper\") | .no_path_retry == \"disabled\"" >/dev/null' _ "$ctl"
-    # The admin removes the map; the hold ends with it, and the LUN's
-    # return (a rescan) gets a fresh map that queues as configured. Owner
-    # mode starts no pass on a removal: the rescan's pass sees the map gone
-    # and makes it again.
+    # The admin removes the map; its remove uevent alone ends the hold and
+    # the publication. The LUN's return (a rescan) gets a fresh map that
+    # queues as configured.
     udevadm settle
     lab_check "dmsetup remove xserve-upper" dmsetup remove --retry xserve-upper
-    iscsiadm -m session --rescan >/dev/null
-    lab_wait 60 "xserve-upper made again, 2 paths" pd_maps_present
+    lab_wait 30 "pathkeeperctl status: xserve-upper gone, with no other event" \
+        bash -c '"$1" status --json | jq -e "[.maps[] | select(.alias == \"xserve-upper\")] | length == 0" >/dev/null' _ "$ctl"
     lab_check "pathkeeperd: the hold ended with the removed map" \
         pd_log_has "map xserve-upper: gone; the admin's disable-queueing ends with it"
+    iscsiadm -m session --rescan >/dev/null
+    lab_wait 60 "xserve-upper made again, 2 paths" pd_maps_present
     lab_wait 30 "the new xserve-upper queues (no_path_retry 12), no hold left" pd_queueing xserve-upper
 
     lab_step "dbus 4: export multipath-conf; multipathd 0.9.4 builds the same maps"
