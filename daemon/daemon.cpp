@@ -1946,6 +1946,16 @@ void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {
     liveNames.insert(map.info.name);
   }
   noPathRetry_.forgetIf([&](std::string_view alias) { return !liveNames.contains(alias); });
+  // So do a deferred failback's wait and the adaptive governor's record: a
+  // map made again under the name is a new map.
+  for (const auto *known : {&maps_, &staleMaps_}) {
+    for (const auto &[alias, map] : *known) {
+      if (!liveNames.contains(alias)) {
+        failback_.forget(alias);
+        adaptive_.forgetMap(alias);
+      }
+    }
+  }
   bool holdEnded = false;
   for (auto it = queueingDisabled_.begin(); it != queueingDisabled_.end();) {
     if (liveNames.contains(*it)) {
