@@ -48,6 +48,11 @@ struct Daemon::MapState {
   unsigned activeGroup = 0;                    ///< 1-based; 0 when unknown
   bool queueing = false;
   bool tableQueues = false; ///< queue_if_no_path in the kernel's table (its current flag)
+  /// Of its paths, for a device entry of the configuration: while the
+  /// inventory has one of them, else as last known (a stale map's devices
+  /// are mostly gone); empty when none was ever known in this run.
+  std::string vendor;
+  std::string product;
 };
 
 namespace {
@@ -1090,7 +1095,7 @@ Expected<void> Daemon::restoreQueueing(const std::string &map) {
   // no_path_retry decides, as if the admin had never disabled queueing: its
   // count went on meanwhile.
   using Kind = selector::NoPathRetry::Kind;
-  const selector::NoPathRetry policy = policyOf(map, it->second);
+  const selector::NoPathRetry policy = policyOf(it->second);
   const bool expired = noPathRetry_.expired(map);
   if (policy.kind == Kind::Queue || (policy.kind == Kind::Count && !expired)) {
     log::notice(fmt::format("map {}: queueing restored by the admin", map), {{"MAP", map}});
@@ -1351,7 +1356,7 @@ void Daemon::runNoPathRetry(Clock::time_point now) {
     }
     const auto usable = static_cast<unsigned>(std::ranges::count_if(
         map.dmFailed, [&](const auto &path) { return staleCarriesIo(map, path.first); }));
-    auto decision = noPathRetry_.evaluate(alias, policyOf(alias, map), usable, 0, interval, now);
+    auto decision = noPathRetry_.evaluate(alias, policyOf(map), usable, 0, interval, now);
     if (decision && !queueingDisabled_.contains(alias)) {
       sendQueueing(alias, decision->queue,
                    decision->reason + "; the map is stale (no planned map names it)", true);
@@ -1397,14 +1402,31 @@ bool Daemon::staleCarriesIo(const MapState &map, const std::string &device) cons
          fs::exists(options_.sysfsRoot / "dev/block" / device);
 }
 
-selector::NoPathRetry Daemon::policyOf(const std::string &alias, const MapState &map) const {
+selector::NoPathRetry Daemon::policyOf(const MapState &map) const {
   if (map.desired) {
     return map.desired->noPathRetry;
   }
-  if (auto last = noPathRetry_.lastPolicy(alias)) {
-    return *last;
+  // As the planner would give it, so that a configuration reload applies
+  // to a stale map too.
+  return selector::policyFor(config_, map.wwid, map.vendor, map.product).noPathRetry;
+}
+
+void Daemon::rememberModel(const std::string &alias, MapState &map) const {
+  for (const auto &[device, failed] : map.dmFailed) {
+    if (auto path = inventory_.paths.find(device); path != inventory_.paths.end()) {
+      map.vendor = path->second.path.vendor;
+      map.product = path->second.path.product;
+      return;
+    }
   }
-  return selector::policyFor(config_, map.wwid, "", "").noPathRetry;
+  for (const auto *known : {&maps_, &staleMaps_}) {
+    if (auto before = known->find(alias);
+        before != known->end() && before->second.uuid == map.uuid) {
+      map.vendor = before->second.vendor;
+      map.product = before->second.product;
+      return;
+    }
+  }
 }
 
 void Daemon::sendQueueing(const std::string &alias, bool queue, const std::string &reason,
@@ -1452,7 +1474,7 @@ std::string Daemon::noPathRetryOf(const std::string &alias, const MapState &map)
   if (queueingDisabled_.contains(alias)) {
     return "disabled";
   }
-  const selector::NoPathRetry policy = policyOf(alias, map);
+  const selector::NoPathRetry policy = policyOf(map);
   switch (policy.kind) {
   case selector::NoPathRetry::Kind::Fail:
     return "fail";
@@ -1884,6 +1906,7 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
       state.groupPriorities.push_back(priority);
     }
     state.tableQueues = map.table->features.queueIfNoPath;
+    rememberModel(map.info.name, state);
     if (map.status) {
       state.queueing = map.status->queueIo;
       // As kernelGroup() sees it: an idle map, or one just switched, has

@@ -195,10 +195,13 @@ private:
   /// active until I/O fails on it, and that I/O would queue meanwhile.
   [[nodiscard]] bool staleCarriesIo(const MapState &map, const std::string &device) const;
   /// The no_path_retry policy of a planned map, or of a stale one: the
-  /// policy it was last evaluated with, else the configuration's for its
-  /// WWID (the defaults and its [[map]] entry: a device entry needs the
-  /// vendor and product of a path, and none is left).
-  [[nodiscard]] selector::NoPathRetry policyOf(const std::string &alias, const MapState &map) const;
+  /// configuration's for its WWID and its paths' vendor and product as last
+  /// known (after a restart, with none known: the defaults and its [[map]]
+  /// entry), so that a configuration reload applies to it.
+  [[nodiscard]] selector::NoPathRetry policyOf(const MapState &map) const;
+  /// Fills @p map's vendor and product from its paths in the inventory,
+  /// else from what maps_ or staleMaps_ knew of the map named @p alias.
+  void rememberModel(const std::string &alias, MapState &map) const;
   /// Why a command on map @p map, which maps_ does not hold, cannot run.
   [[nodiscard]] std::string noSuchMap(const std::string &map) const;
   /// What map @p alias does with I/O while no path is usable (MapView::noPathRetry).

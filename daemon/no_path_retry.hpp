@@ -50,9 +50,8 @@ public:
                                         std::chrono::milliseconds interval, TimePoint now);
 
   /// @brief The policy map @p alias was last evaluated with; nullopt when
-  /// it never was. A map the planner dropped while the kernel still has it
-  /// (its paths' devices gone: a LUN deleted on the array) keeps its
-  /// policy, so that its count still runs out.
+  /// it never was (in this run: the daemon tells by it which stale maps it
+  /// maintained).
   [[nodiscard]] std::optional<selector::NoPathRetry> lastPolicy(std::string_view alias) const;
 
   /// @brief Whether the map's count ran out: the kernel must not queue, even

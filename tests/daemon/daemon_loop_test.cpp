@@ -1081,6 +1081,23 @@ TEST_F(DaemonQueueingTest, AStaleMapsPathsOnGoneDevicesCarryNoIo) {
   EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
 }
 
+TEST_F(DaemonQueueingTest, AConfigurationReloadAppliesToAStaleMap) {
+  startCounting("\"queue\"");
+  removeUpperDevices(false);
+  runFor(300ms);
+  ASSERT_TRUE(queueing(kUpper)) << "no_path_retry = queue: I/O on the deleted LU waits";
+
+  // The admin gives up waiting for the LU in the configuration instead.
+  std::string config = readFile(root_ / "pathkeeper.conf");
+  const std::string queue = "no_path_retry = \"queue\"";
+  config.replace(config.find(queue), queue.size(), "no_path_retry = 2");
+  writeFile(root_ / "pathkeeper.conf", config);
+  ASSERT_TRUE(daemon_->reconfigure().has_value());
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_EQ(publishedMapState(kUpper), "stale");
+}
+
 TEST_F(DaemonQueueingTest, AMapWhoseAliasChangedIsStaleUntilTheAdminRenamesIt) {
   startCounting();
   std::string config = readFile(root_ / "pathkeeper.conf");
