@@ -1378,6 +1378,8 @@ void Daemon::stopStaleQueueing() {
       sendQueueing(alias, false, "disabled by the admin", false);
     } else if (noPathRetry_.expired(alias)) {
       sendQueueing(alias, false, "no_path_retry ran out", false);
+    } else if (policyOf(map).kind == selector::NoPathRetry::Kind::Fail) {
+      sendQueueing(alias, false, "no_path_retry = fail", false); // after a reload, say
     }
   }
 }
@@ -1392,8 +1394,8 @@ bool Daemon::staleCarriesIo(const MapState &map, const std::string &device) cons
   if (path == map.dmFailed.end() || path->second) {
     return false;
   }
-  if (inventory_.paths.contains(device)) {
-    return true;
+  if (auto known = inventory_.paths.find(device); known != inventory_.paths.end()) {
+    return known->second.path.wwid == map.wwid; // not a name the kernel gave another LU
   }
   // A path refreshMaps could not name: by its devt ("8:0"), as the table
   // gives it. One not in the inventory (not iSCSI) exists as long as
@@ -1413,7 +1415,8 @@ selector::NoPathRetry Daemon::policyOf(const MapState &map) const {
 
 void Daemon::rememberModel(const std::string &alias, MapState &map) const {
   for (const auto &[device, failed] : map.dmFailed) {
-    if (auto path = inventory_.paths.find(device); path != inventory_.paths.end()) {
+    if (auto path = inventory_.paths.find(device);
+        path != inventory_.paths.end() && path->second.path.wwid == map.wwid) {
       map.vendor = path->second.path.vendor;
       map.product = path->second.path.product;
       return;
@@ -1702,7 +1705,15 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
       if (wanted != input.desired.end()) {
         policy = wanted->noPathRetry;
       } else if (mode_ == selector::Mode::Owner && ownedWwids_.contains(wwid)) {
-        policy = selector::policyFor(config_, wwid, "", "").noPathRetry;
+        MapState stale;
+        stale.wwid = wwid;
+        for (const auto &group : map.table->groups) {
+          for (const auto &path : group.paths) {
+            stale.dmFailed.emplace(deviceOfDevt(path.device), false);
+          }
+        }
+        rememberModel(map.info.name, stale);
+        policy = policyOf(stale);
       }
       if (!policy || policy->kind != selector::NoPathRetry::Kind::Count) {
         continue;

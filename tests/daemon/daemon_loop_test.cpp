@@ -751,8 +751,8 @@ class DaemonQueueingTest : public DaemonLoopTest {
 protected:
   /// The xserve tree with no_path_retry = @p policy (as the config spells
   /// it), started.
-  void startCounting(const std::string &policy = "2") {
-    std::string config = kConfig;
+  void startCounting(const std::string &policy = "2", const std::string &more = "") {
+    std::string config = kConfig + more;
     const std::string defaults = "[defaults]\n";
     config.insert(config.rfind(defaults) + defaults.size(), "no_path_retry = " + policy + "\n");
     useTree("xserve", config);
@@ -1082,20 +1082,49 @@ TEST_F(DaemonQueueingTest, AStaleMapsPathsOnGoneDevicesCarryNoIo) {
 }
 
 TEST_F(DaemonQueueingTest, AConfigurationReloadAppliesToAStaleMap) {
-  startCounting("\"queue\"");
+  // The policy comes from a device entry, which needs the vendor and
+  // product of the map's paths: gone with its devices, and remembered.
+  const std::string device =
+      "\n[[device]]\nvendor = \"APPLE\"\nproduct = \"Xserve RAID\"\nno_path_retry = ";
+  startCounting("\"fail\"", device + "\"queue\"\n");
   removeUpperDevices(false);
   runFor(300ms);
-  ASSERT_TRUE(queueing(kUpper)) << "no_path_retry = queue: I/O on the deleted LU waits";
+  ASSERT_TRUE(queueing(kUpper)) << "the device entry's queue: I/O on the deleted LU waits";
+  EXPECT_EQ(publishedNoPathRetry(kUpper), "queue");
 
   // The admin gives up waiting for the LU in the configuration instead.
   std::string config = readFile(root_ / "pathkeeper.conf");
-  const std::string queue = "no_path_retry = \"queue\"";
-  config.replace(config.find(queue), queue.size(), "no_path_retry = 2");
+  const std::string queue = device + "\"queue\"";
+  config.replace(config.find(queue), queue.size(), device + "2");
   writeFile(root_ / "pathkeeper.conf", config);
   ASSERT_TRUE(daemon_->reconfigure().has_value());
   ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
   EXPECT_FALSE(queueing(kUpper));
   EXPECT_EQ(publishedMapState(kUpper), "stale");
+
+  // And to the defaults' fail: queueing stays off, now for that reason.
+  config.replace(config.find(device + "2"), device.size() + 1, "");
+  writeFile(root_ / "pathkeeper.conf", config);
+  ASSERT_TRUE(daemon_->reconfigure().has_value());
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "fail"; }));
+  runFor(300ms);
+  EXPECT_FALSE(queueing(kUpper));
+}
+
+TEST_F(DaemonQueueingTest, ANewStaleMapWithNoPathRetryFailStopsQueueing) {
+  // A map that queues (its table from an earlier configuration) turns
+  // stale under no_path_retry = fail: nothing else would stop it.
+  startCounting("\"queue\"");
+  std::string config = readFile(root_ / "pathkeeper.conf");
+  const std::string queue = "no_path_retry = \"queue\"";
+  config.replace(config.find(queue), queue.size(), "no_path_retry = \"fail\"");
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+  removeUpperDevices(false);
+  ASSERT_TRUE(queueing(kUpper));
+  writeFile(root_ / "pathkeeper.conf", config);
+  ASSERT_TRUE(daemon_->reconfigure().has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "fail"; }));
 }
 
 TEST_F(DaemonQueueingTest, AMapWhoseAliasChangedIsStaleUntilTheAdminRenamesIt) {
