@@ -53,6 +53,7 @@ struct Daemon::MapState {
   /// are mostly gone); empty when none was ever known in this run.
   std::string vendor;
   std::string product;
+  std::string devt; ///< the map's own device number, "253:0"
 };
 
 namespace {
@@ -484,13 +485,7 @@ void Daemon::onDeviceEvents() {
     }
     if (ev.event.subsystem == "block" && ev.sysname.starts_with("dm-")) {
       mapsChanged = true; // a map appeared, changed or went away
-      // Owner mode never removes or renames a map itself: a removal, or a
-      // multipath map by a name it does not know (a dmsetup rename, a map
-      // another tool made), is the admin's doing, and a pass takes it in.
-      // Its own creations and reloads start nothing.
-      foreignMap = foreignMap || ev.event.action == UdevEvent::Action::Remove ||
-                   (ev.dmUuid.starts_with(kMultipathUuidPrefix) && !ev.dmName.empty() &&
-                    !maps_.contains(ev.dmName) && !staleMaps_.contains(ev.dmName));
+      foreignMap = foreignMap || isForeignMapEvent(ev);
       continue;
     }
     auto names = sysfs_.apply(inventory_, ev.event);
@@ -509,6 +504,34 @@ void Daemon::onDeviceEvents() {
     // its publication end now, not at whatever pass comes next.
     requestReconcile("a map was removed, renamed or made by another tool");
   }
+}
+
+bool Daemon::isForeignMapEvent(const DeviceEvent &ev) const {
+  // Owner mode never removes or renames a map itself: the removal of a map
+  // it knows (by name, or by its device number should udev not pass the
+  // name on), or a multipath map under a name it neither knows nor just
+  // created (a dmsetup rename, a map another tool made), is the admin's
+  // doing. Not: a map it never knew going (libdevmapper removes a map
+  // whose create failed; another tool's LVM or crypt device), its own
+  // creations and reloads.
+  const auto known = [&](const std::string &name) {
+    return maps_.contains(name) || staleMaps_.contains(name);
+  };
+  if (ev.event.action == UdevEvent::Action::Remove) {
+    if (known(ev.dmName)) {
+      return true;
+    }
+    for (const auto *maps : {&maps_, &staleMaps_}) {
+      for (const auto &[alias, map] : *maps) {
+        if (!ev.devnum.empty() && map.devt == ev.devnum) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+  return ev.dmUuid.starts_with(kMultipathUuidPrefix) && !ev.dmName.empty() && !known(ev.dmName) &&
+         !lastCreates_.contains(ev.dmName);
 }
 
 void Daemon::pollSessions() {
@@ -1617,8 +1640,8 @@ void Daemon::finishReconcile() {
 void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &why) {
   // Before planning: a map removed since the last pass (dmsetup remove)
   // that this pass creates again is a new map, with a fresh count and
-  // without the old one's hold. Owner mode starts no pass on a removal,
-  // so the next pass often does both.
+  // without the old one's hold. A pass that some other event started
+  // (a rescan) may do both.
   endWithGoneMaps(live);
   ReconcileInput input;
   input.mode = mode_ == selector::Mode::Owner ? ReconcileMode::Owner : ReconcileMode::Companion;
@@ -1764,6 +1787,12 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
   }
   log::info(fmt::format("reconcile ({}): {} action(s)", why.empty() ? "startup" : why,
                         plan.actions.size()));
+  lastCreates_.clear();
+  for (const auto &action : plan.actions) {
+    if (action.kind == ActionKind::Create) {
+      lastCreates_.insert(action.map);
+    }
+  }
   for (const auto &action : plan.actions) {
     if (auto echo = echoOf(action)) {
       echoes_.expect(echo->first, echo->second, Clock::now());
@@ -1881,6 +1910,7 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
     MapState state;
     state.wwid = map.info.uuid.substr(kMultipathUuidPrefix.size());
     state.uuid = map.info.uuid;
+    state.devt = map.info.devt.str();
     if (!map.table->groups.empty()) {
       state.selector = map.table->groups.front().selector;
     }

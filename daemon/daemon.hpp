@@ -130,6 +130,9 @@ private:
 
   // Event handlers.
   void onDeviceEvents();
+  /// Owner mode: whether a dm device event is someone else's change to the
+  /// multipath maps (a removal, a rename), which a pass must take in.
+  [[nodiscard]] bool isForeignMapEvent(const DeviceEvent &ev) const;
   void onCheckerResults();
   void onHealthTimer();
   void pollSessions();
@@ -306,6 +309,9 @@ private:
   std::map<std::string, MapState> maps_; ///< by alias
   std::vector<std::string> planWarnings_;
   std::set<std::string> announced_; ///< maps logged as created or adopted
+  /// The maps the last pass with actions created (or tried to): their
+  /// uevents are no one else's doing (isForeignMapEvent).
+  std::set<std::string> lastCreates_;
   /// Paths failed by FailPath, held until ReinstatePath: device -> the
   /// identity (devt, WWID) of the device the admin failed. The kernel reuses
   /// sdX names, so a hold ends with its device (syncHealth).

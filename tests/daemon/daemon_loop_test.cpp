@@ -1127,6 +1127,28 @@ TEST_F(DaemonQueueingTest, ANewStaleMapWithNoPathRetryFailStopsQueueing) {
   ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "fail"; }));
 }
 
+TEST_F(DaemonQueueingTest, TheUndoOfAFailedCreateStartsNoPass) {
+  // libdevmapper removes a map whose create failed: that removal is the
+  // daemon's own, and must not start a pass that fails the same way, and
+  // so on for ever.
+  dm_.with([](FakeDeviceMapper &fake) { fake.failures["create"] = 1000; });
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return callsMatching(std::string("create ") + kUpper) > 0; }));
+  runFor(1s); // the passes the first checks asked for are over
+  const std::size_t creates = callsMatching(std::string("create ") + kUpper);
+  DeviceEvent added = dmEvent(UdevEvent::Action::Add);
+  added.devnum = "253:9";
+  added.dmName = kUpper;
+  added.dmUuid = "mpath-360014050393a1b001000000000000000";
+  DeviceEvent removed = added;
+  removed.event.action = UdevEvent::Action::Remove;
+  events_->send(std::move(added));
+  events_->send(std::move(removed));
+  runFor(500ms);
+  EXPECT_EQ(callsMatching(std::string("create ") + kUpper), creates)
+      << "a pass would try the create again";
+}
+
 TEST_F(DaemonQueueingTest, AMapWhoseAliasChangedIsStaleUntilTheAdminRenamesIt) {
   startCounting();
   std::string config = readFile(root_ / "pathkeeper.conf");
@@ -1151,17 +1173,16 @@ TEST_F(DaemonQueueingTest, AMapWhoseAliasChangedIsStaleUntilTheAdminRenamesIt) {
 
   // dmsetup rename, as the log advises: its change event alone (owner
   // mode starts no pass for its own maps' events) hands the map over.
-  std::string uuid;
+  DeviceEvent renamed = dmEvent(UdevEvent::Action::Change);
   dm_.with([&](FakeDeviceMapper &fake) {
     auto node = fake.maps.extract(kUpper);
-    uuid = node.mapped().uuid;
+    renamed.dmUuid = node.mapped().uuid;
+    renamed.devnum = node.mapped().devt.str();
     node.key() = "upper-lun";
     fake.maps.insert(std::move(node));
     fake.calls.clear();
   });
-  DeviceEvent renamed = dmEvent(UdevEvent::Action::Change);
   renamed.dmName = "upper-lun";
-  renamed.dmUuid = uuid;
   events_->send(std::move(renamed));
   ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "ok"; }));
   EXPECT_EQ(publishedMapState(kUpper), "");
@@ -1176,9 +1197,14 @@ TEST_F(DaemonQueueingTest, ADmsetupRemoveOfAStaleMapEndsItAtOnce) {
   runFor(500ms); // the passes the removals asked for are over
 
   // dmsetup remove: its remove event alone ends the map's hold and its
-  // publication, with no other event to start a pass.
-  dm_.with([](FakeDeviceMapper &fake) { fake.maps.erase(kUpper); });
-  events_->send(dmEvent(UdevEvent::Action::Remove));
+  // publication, with no other event to start a pass. The event is
+  // known by its device number (no DM_NAME).
+  DeviceEvent removed = dmEvent(UdevEvent::Action::Remove);
+  dm_.with([&](FakeDeviceMapper &fake) {
+    removed.devnum = fake.maps.at(kUpper).devt.str();
+    fake.maps.erase(kUpper);
+  });
+  events_->send(std::move(removed));
   ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper).empty(); }));
   EXPECT_EQ(published_->status, "1 map, 2 paths");
   EXPECT_EQ(readFile(root_ / "run/admin-holds").find("disable-queueing"), std::string::npos);
@@ -1190,9 +1216,9 @@ TEST_F(DaemonQueueingTest, AMapRemovedAndMadeAgainInOnePassIsANewMap) {
   ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
   runFor(500ms); // the passes the command asked for are over
 
-  // The admin removes the map (dmsetup remove: owner mode starts no pass
-  // for it); the next pass finds it gone and makes it again. The hold was
-  // on the old map, and ends with it.
+  // The map goes with no uevent seen (udevd busy, say); the next pass,
+  // here a rescan's, finds it gone and makes it again. The hold was on
+  // the old map, and ends with it.
   dm_.with([](FakeDeviceMapper &fake) { fake.maps.erase(kUpper); });
   ASSERT_TRUE(daemon_->rescan().has_value());
   ASSERT_TRUE(runUntil(
