@@ -486,6 +486,9 @@ void Daemon::onDeviceEvents() {
     if (ev.event.subsystem == "block" && ev.sysname.starts_with("dm-")) {
       mapsChanged = true; // a map appeared, changed or went away
       foreignMap = foreignMap || isForeignMapEvent(ev);
+      if (ev.event.action == UdevEvent::Action::Remove) {
+        lastCreates_.erase(ev.dmName); // a failed create undone: over
+      }
       continue;
     }
     auto names = sysfs_.apply(inventory_, ev.event);
@@ -1730,6 +1733,7 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
       } else if (mode_ == selector::Mode::Owner && ownedWwids_.contains(wwid)) {
         MapState stale;
         stale.wwid = wwid;
+        stale.uuid = map.info.uuid;
         for (const auto &group : map.table->groups) {
           for (const auto &path : group.paths) {
             stale.dmFailed.emplace(deviceOfDevt(path.device), false);
@@ -1991,6 +1995,9 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
   }
   staleMaps_ = std::move(stale);
   maps_ = std::move(maps);
+  // A map made is known from now on; a name the admin gives a map later
+  // must count as theirs (isForeignMapEvent).
+  std::erase_if(lastCreates_, [this](const std::string &name) { return maps_.contains(name); });
   mapOfDevice_.clear();
   for (const auto &[alias, map] : maps_) {
     for (const auto &[device, failed] : map.dmFailed) {

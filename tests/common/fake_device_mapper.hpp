@@ -46,6 +46,7 @@ struct FakeMap {
 class FakeDeviceMapper final : public DeviceMapper {
 public:
   std::map<std::string, FakeMap> maps;
+  std::uint32_t nextMinor = 0; ///< so that no two live maps share a number, as in the kernel
   std::vector<std::string> calls;
   std::map<std::string, int> failures; ///< operation -> how many of its next calls fail
   /// Moves a map to its next group with an active path when fail_path
@@ -75,7 +76,7 @@ public:
     auto words = selector::splitWords(tableLine);
     FakeMap map;
     map.uuid = uuid;
-    map.devt = {253, static_cast<std::uint32_t>(maps.size())};
+    map.devt = {253, nextMinor++};
     map.length = std::stoull(words.at(1));
     map.targetType = words.at(2);
     map.params = join(words, 3);
@@ -129,7 +130,7 @@ public:
     }
     FakeMap map;
     map.uuid = uuid;
-    map.devt = {253, static_cast<std::uint32_t>(maps.size())};
+    map.devt = {253, nextMinor++};
     map.length = sizeSectors;
     map.params = params;
     adoptTable(map);
