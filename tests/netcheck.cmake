@@ -19,7 +19,7 @@ target_link_libraries(netcheck_host_test PRIVATE pathkeeper_daemon pathkeeper_wa
 target_compile_definitions(netcheck_host_test PRIVATE
   PK_NETCHECK_NETNS_SCRIPT="${CMAKE_CURRENT_SOURCE_DIR}/host/netcheck-netns.sh"
   PK_PATHKEEPERCTL="$<TARGET_FILE:pathkeeperctl>")
-gtest_discover_tests(netcheck_host_test PROPERTIES LABELS host TIMEOUT 60 DISCOVERY_TIMEOUT 60)
+gtest_discover_tests(netcheck_host_test PROPERTIES LABELS host TIMEOUT 60 RUN_SERIAL TRUE DISCOVERY_TIMEOUT 60)
 # std::regex in the host test: the same GCC 12 false positive as
 # selector/config.cpp (bug 105562), seen in the sanitizer build.
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")

@@ -12,7 +12,7 @@ set_tests_properties(packaging.unit PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETUR
 # sysfs tree in a private mount namespace (root; otherwise SKIPPED).
 add_test(NAME packaging.udev_rules
          COMMAND ${PK_PACKAGING_TESTS}/udev_rules_test.sh ${PROJECT_SOURCE_DIR})
-set_tests_properties(packaging.udev_rules PROPERTIES LABELS host TIMEOUT 60 SKIP_RETURN_CODE 77)
+set_tests_properties(packaging.udev_rules PROPERTIES LABELS host TIMEOUT 60 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 
 # The man pages render without warnings and document every config key.
 add_test(NAME packaging.man
@@ -28,5 +28,5 @@ set_tests_properties(packaging.man PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN
 add_test(NAME packaging.deb
          COMMAND ${PK_PACKAGING_TESTS}/deb_test.sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/packaging)
 # PK_DEB_PARALLEL in ctest's environment overrides its parallel=2.
-set_tests_properties(packaging.deb PROPERTIES LABELS host TIMEOUT 1800 SKIP_RETURN_CODE 77
+set_tests_properties(packaging.deb PROPERTIES LABELS host TIMEOUT 1800 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
                      FIXTURES_SETUP pathkeeper_deb)
