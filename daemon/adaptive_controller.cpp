@@ -1,6 +1,7 @@
 #include "adaptive_controller.hpp"
 
 #include "dm_table.hpp"
+#include "per_map_state.hpp"
 
 #include <cmath>
 
@@ -217,6 +218,10 @@ bool AdaptiveController::applyTo(selector::PlannedMap &planned) const {
 
 void AdaptiveController::forgetMap(const std::string &alias) {
   maps_.erase(alias);
+}
+
+void AdaptiveController::renameMap(const std::string &from, const std::string &to) {
+  daemon::renameMap(maps_, from, to);
 }
 
 const selector::PathEstimate *AdaptiveController::estimate(const std::string &device) const {

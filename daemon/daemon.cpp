@@ -7,6 +7,7 @@
 #include "log.hpp"
 #include "names.hpp"
 #include "net_iscsi_records.hpp"
+#include "per_map_state.hpp"
 #include "reconciler.hpp"
 #include "session_coverage.hpp"
 #include "text.hpp"
@@ -1644,7 +1645,8 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
   // Before planning: a map removed since the last pass (dmsetup remove)
   // that this pass creates again is a new map, with a fresh count and
   // without the old one's hold. A pass that some other event started
-  // (a rescan) may do both.
+  // (a rescan) may do both. A renamed map is the same map.
+  followRenames(live);
   endWithGoneMaps(live);
   ReconcileInput input;
   input.mode = mode_ == selector::Mode::Owner ? ReconcileMode::Owner : ReconcileMode::Companion;
@@ -1899,6 +1901,7 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
 
 void Daemon::refreshMaps(const std::vector<LiveMap> &live,
                          const std::vector<selector::PlannedMap> &desired, bool everyMultipathMap) {
+  followRenames(live);
   std::map<std::string, MapState> maps;
   std::map<std::string, MapState> stale;
   for (const LiveMap &map : live) {
@@ -2006,6 +2009,48 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
   }
 }
 
+void Daemon::followRenames(const std::vector<LiveMap> &live) {
+  std::vector<std::pair<std::string, std::string>> renames;
+  for (const auto *known : {&maps_, &staleMaps_}) {
+    for (const auto &[alias, map] : *known) {
+      if (std::ranges::find(live, alias, [](const LiveMap &m) { return m.info.name; }) !=
+          live.end()) {
+        continue;
+      }
+      // The same kernel map: a rename keeps the UUID and the device
+      // number. A map another tool made again under another name would
+      // need the freed minor too; one of our passes just made is not it.
+      auto now = std::ranges::find_if(live, [&](const LiveMap &m) {
+        return m.info.uuid == map.uuid && m.info.devt.str() == map.devt;
+      });
+      if (now != live.end() && !maps_.contains(now->info.name) &&
+          !staleMaps_.contains(now->info.name) && !lastCreates_.contains(now->info.name)) {
+        renames.emplace_back(alias, now->info.name);
+      }
+    }
+  }
+  for (const auto &[from, to] : renames) {
+    renameMap(maps_, from, to);
+    renameMap(staleMaps_, from, to);
+    noPathRetry_.rename(from, to);
+    failback_.rename(from, to);
+    adaptive_.renameMap(from, to);
+    renameMap(selectorOverrides_, from, to);
+    if (announced_.erase(from) > 0) {
+      announced_.insert(to);
+    }
+    const bool held = queueingDisabled_.erase(from) > 0;
+    if (held) {
+      queueingDisabled_.insert(to);
+      saveAdminHolds();
+    }
+    log::notice(fmt::format("map {}: renamed to {} in the kernel; its no_path_retry count, "
+                            "failback and selector set by the admin go with it{}",
+                            from, to, held ? ", and so does the admin's disable-queueing" : ""),
+                {{"MAP", to}});
+  }
+}
+
 void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {
   // no_path_retry's count and the admin's disable-queueing belong to the
   // kernel's map, whatever its paths: they end only with it. A map the
@@ -2017,13 +2062,14 @@ void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {
     liveNames.insert(map.info.name);
   }
   noPathRetry_.forgetIf([&](std::string_view alias) { return !liveNames.contains(alias); });
-  // So do a deferred failback's wait and the adaptive governor's record: a
-  // map made again under the name is a new map.
+  // So do a deferred failback's wait, the adaptive governor's record and
+  // the admin's SetSelector: a map made again under the name is a new map.
   for (const auto *known : {&maps_, &staleMaps_}) {
     for (const auto &[alias, map] : *known) {
       if (!liveNames.contains(alias)) {
         failback_.forget(alias);
         adaptive_.forgetMap(alias);
+        selectorOverrides_.erase(alias);
       }
     }
   }

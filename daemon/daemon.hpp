@@ -179,6 +179,10 @@ private:
   /// companion mode's forward to multipathd. @return true when forwarded:
   /// nothing is left to do here.
   Expected<bool> forwardQueueing(const std::string &map, bool queue);
+  /// A known map that is gone from @p live while a map with its DM UUID and
+  /// device number is there under a name no pass of ours just made was
+  /// renamed (dmsetup rename): its per-map state moves to the new name.
+  void followRenames(const std::vector<LiveMap> &live);
   /// Ends no_path_retry's count and the admin's disable-queueing of every
   /// map @p live (the kernel's maps as just read) does not have.
   void endWithGoneMaps(const std::vector<LiveMap> &live);

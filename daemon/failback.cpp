@@ -107,6 +107,10 @@ void FailbackTracker::forget(std::string_view alias) {
   forgetMap(maps_, alias);
 }
 
+void FailbackTracker::rename(const std::string &from, const std::string &to) {
+  renameMap(maps_, from, to);
+}
+
 std::optional<FailbackTracker::TimePoint> FailbackTracker::nextDeadline() const {
   return earliestDeadline(maps_);
 }

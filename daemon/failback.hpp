@@ -76,6 +76,8 @@ public:
   void switchFailed(std::string_view alias);
   /// @brief The map is gone.
   void forget(std::string_view alias);
+  /// @brief The map was renamed in the kernel: its wait goes with it.
+  void rename(const std::string &from, const std::string &to);
 
   /// @brief The earliest deferred failback that is waiting, if any.
   [[nodiscard]] std::optional<TimePoint> nextDeadline() const;

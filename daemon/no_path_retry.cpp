@@ -99,6 +99,10 @@ void NoPathRetryTracker::forget(std::string_view alias) {
   forgetMap(maps_, alias);
 }
 
+void NoPathRetryTracker::rename(const std::string &from, const std::string &to) {
+  renameMap(maps_, from, to);
+}
+
 void NoPathRetryTracker::forgetIf(const std::function<bool(std::string_view)> &gone) {
   std::erase_if(maps_, [&](const auto &entry) { return gone(entry.first); });
 }

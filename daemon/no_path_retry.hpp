@@ -66,6 +66,8 @@ public:
   void sendFailed(std::string_view alias, TimePoint retryAt);
   /// @brief The map is gone.
   void forget(std::string_view alias);
+  /// @brief The map was renamed in the kernel: its count goes with it.
+  void rename(const std::string &from, const std::string &to);
   /// @brief Forgets every map for which @p gone says so.
   void forgetIf(const std::function<bool(std::string_view)> &gone);
 

@@ -812,6 +812,30 @@ protected:
       fs::remove(root_ / "sys/block/sdb");
     }
   }
+  /// dmsetup rename @p from @p to: the kernel keeps the map (its UUID and
+  /// device number) and sends a change event under the new name.
+  void renameInKernel(const std::string &from, const std::string &to) {
+    DeviceEvent renamed = dmEvent(UdevEvent::Action::Change);
+    dm_.with([&](FakeDeviceMapper &fake) {
+      auto node = fake.maps.extract(from);
+      renamed.dmUuid = node.mapped().uuid;
+      renamed.devnum = node.mapped().devt.str();
+      node.key() = to;
+      fake.maps.insert(std::move(node));
+      fake.calls.clear();
+    });
+    renamed.dmName = to;
+    events_->send(std::move(renamed));
+  }
+  /// The upper map planned as "upper-lun" from now on; the old one is stale.
+  void renameUpperInTheConfiguration() {
+    std::string config = readFile(root_ / "pathkeeper.conf");
+    const std::string old = "alias = \"xserve-upper\"";
+    config.replace(config.find(old), old.size(), "alias = \"upper-lun\"");
+    writeFile(root_ / "pathkeeper.conf", config);
+    ASSERT_TRUE(daemon_->reconfigure().has_value());
+    ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper) == "stale"; }));
+  }
   /// A restart of the daemon; ready once the lower map is published.
   void restart() {
     startDaemon();
@@ -1156,12 +1180,7 @@ TEST_F(DaemonQueueingTest, TheUndoOfAFailedCreateStartsNoPass) {
 
 TEST_F(DaemonQueueingTest, AMapWhoseAliasChangedIsStaleUntilTheAdminRenamesIt) {
   startCounting();
-  std::string config = readFile(root_ / "pathkeeper.conf");
-  const std::string old = "alias = \"xserve-upper\"";
-  config.replace(config.find(old), old.size(), "alias = \"upper-lun\"");
-  writeFile(root_ / "pathkeeper.conf", config);
-  ASSERT_TRUE(daemon_->reconfigure().has_value());
-  ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper) == "stale"; }));
+  renameUpperInTheConfiguration();
   EXPECT_EQ(publishedMapState("upper-lun"), "") << "its WWID is mapped as xserve-upper";
 
   // Its devices are still there: nothing checks its paths for it, and
@@ -1178,20 +1197,55 @@ TEST_F(DaemonQueueingTest, AMapWhoseAliasChangedIsStaleUntilTheAdminRenamesIt) {
 
   // dmsetup rename, as the log advises: its change event alone (owner
   // mode starts no pass for its own maps' events) hands the map over.
-  DeviceEvent renamed = dmEvent(UdevEvent::Action::Change);
-  dm_.with([&](FakeDeviceMapper &fake) {
-    auto node = fake.maps.extract(kUpper);
-    renamed.dmUuid = node.mapped().uuid;
-    renamed.devnum = node.mapped().devt.str();
-    node.key() = "upper-lun";
-    fake.maps.insert(std::move(node));
-    fake.calls.clear();
-  });
-  renamed.dmName = "upper-lun";
-  events_->send(std::move(renamed));
+  renameInKernel(kUpper, "upper-lun");
   ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "ok"; }));
   EXPECT_EQ(publishedMapState(kUpper), "");
   EXPECT_EQ(callsMatching("create upper-lun"), 0U);
+}
+
+TEST_F(DaemonQueueingTest, TheAdminsHoldAndSelectorFollowTheMapThroughARename) {
+  startCounting();
+  ASSERT_TRUE(daemon_->setSelector(kUpper, "queue-length").has_value());
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  renameUpperInTheConfiguration();
+  runFor(500ms); // the passes the reload asked for are over
+
+  // The rename the log advises is the same kernel map: the hold and the
+  // selector, set on its old name, stay on it.
+  renameInKernel(kUpper, "upper-lun");
+  ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "ok"; }));
+  EXPECT_EQ(publishedNoPathRetry("upper-lun"), "disabled");
+  const std::string holds = readFile(root_ / "run/admin-holds");
+  EXPECT_NE(holds.find("disable-queueing upper-lun\n"), std::string::npos) << holds;
+  EXPECT_EQ(holds.find("disable-queueing xserve-upper"), std::string::npos) << holds;
+  runFor(1500ms); // the passes and checks that follow leave it alone
+  EXPECT_FALSE(queueing("upper-lun"));
+  EXPECT_EQ(sent("upper-lun", "queue_if_no_path"), 0U);
+  EXPECT_EQ(callsMatching("load upper-lun"), 0U) << "its table keeps the admin's selector";
+  EXPECT_NE(dm_.with([](FakeDeviceMapper &fake) { return fake.maps.at("upper-lun").params; })
+                .find("queue-length"),
+            std::string::npos);
+}
+
+TEST_F(DaemonQueueingTest, ARunOutCountFollowsTheMapThroughARename) {
+  startCounting();
+  tur_.setDown("sda", true);
+  tur_.setDown("sdb", true);
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
+  ASSERT_FALSE(queueing(kUpper));
+  renameUpperInTheConfiguration();
+  EXPECT_EQ(publishedNoPathRetry(kUpper), "expired");
+  runFor(500ms); // the passes the reload asked for are over
+
+  // Renamed with no path back: the count that ran out is the map's, and a
+  // pass that took it for a new map would queue its I/O again.
+  renameInKernel(kUpper, "upper-lun");
+  ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "down"; }));
+  EXPECT_EQ(publishedNoPathRetry("upper-lun"), "expired");
+  runFor(1500ms);
+  EXPECT_FALSE(queueing("upper-lun"));
+  EXPECT_EQ(sent("upper-lun", "queue_if_no_path"), 0U);
 }
 
 TEST_F(DaemonQueueingTest, ADmsetupRemoveOfAStaleMapEndsItAtOnce) {
@@ -1231,6 +1285,24 @@ TEST_F(DaemonQueueingTest, AMapRemovedAndMadeAgainInOnePassIsANewMap) {
   ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "2"; }));
   EXPECT_TRUE(queueing(kUpper)) << "no_path_retry 2 queues at first";
   EXPECT_EQ(readFile(root_ / "run/admin-holds").find("disable-queueing"), std::string::npos);
+}
+
+TEST_F(DaemonQueueingTest, TheAdminsSelectorEndsWithTheMap) {
+  startCounting();
+  const auto params = [&] {
+    return dm_.with([](FakeDeviceMapper &fake) {
+      return fake.maps.contains(kUpper) ? fake.maps.at(kUpper).params : std::string{};
+    });
+  };
+  ASSERT_TRUE(daemon_->setSelector(kUpper, "queue-length").has_value());
+  ASSERT_TRUE(runUntil([&] { return params().find("queue-length") != std::string::npos; }));
+  runFor(500ms);
+
+  // Removed and made again: a new map, with the configuration's selector.
+  dm_.with([](FakeDeviceMapper &fake) { fake.maps.erase(kUpper); });
+  ASSERT_TRUE(daemon_->rescan().has_value());
+  ASSERT_TRUE(runUntil([&] { return !params().empty(); }));
+  EXPECT_NE(params().find("round-robin"), std::string::npos) << params();
 }
 
 TEST_F(DaemonQueueingTest, ARestoreAfterARestartStillKnowsTheCountRanOut) {

@@ -182,7 +182,7 @@ dc_run() {
     wait "$DC_MON_PID" 2>/dev/null || true
     lab_save busctl-monitor.jsonl "$DC_MON"
 
-    lab_step "dbus 3b: a LUN's devices deleted: the map is stale; disable-queueing frees the I/O stuck on it"
+    lab_step "dbus 3b: a LUN's devices deleted: the map is stale; disable-queueing frees the I/O stuck on it and survives a rename"
     # What an admin meets after a LUN is deleted on the array and its sd
     # devices are removed: the map stays, queueing (no_path_retry 12 x 60 s
     # here), and a reader hangs in D state until queueing is disabled.
@@ -206,6 +206,19 @@ dc_run() {
     lab_check "no queue_if_no_path in xserve-upper's table" not pd_queueing xserve-upper
     lab_check "the bus says queueing-disabled" \
         bash -c '"$1" status --json | jq -e ".maps[] | select(.alias == \"xserve-upper\") | .no_path_retry == \"disabled\"" >/dev/null' _ "$ctl"
+    # dmsetup rename keeps the kernel's map, so the hold goes with it (the
+    # stale line's advice after an alias change), and back.
+    udevadm settle
+    lab_check "dmsetup rename xserve-upper xserve-upper-old" dmsetup rename xserve-upper xserve-upper-old
+    lab_wait 30 "pathkeeperctl status: xserve-upper-old, queueing still disabled" \
+        bash -c '"$1" status --json | jq -e ".maps[] | select(.alias == \"xserve-upper-old\") | .no_path_retry == \"disabled\"" >/dev/null' _ "$ctl"
+    lab_check "pathkeeperd: the hold went with the renamed map" \
+        pd_log_has "map xserve-upper: renamed to xserve-upper-old in the kernel; .*the admin's disable-queueing"
+    udevadm settle
+    lab_check "dmsetup rename xserve-upper-old xserve-upper" dmsetup rename xserve-upper-old xserve-upper
+    lab_wait 30 "pathkeeperctl status: xserve-upper, queueing still disabled" \
+        bash -c '"$1" status --json | jq -e ".maps[] | select(.alias == \"xserve-upper\") | .no_path_retry == \"disabled\"" >/dev/null' _ "$ctl"
+    lab_check "no queue_if_no_path in xserve-upper's table after the renames" not pd_queueing xserve-upper
     # The admin removes the map; its remove uevent alone ends the hold and
     # the publication. The LUN's return (a rescan) gets a fresh map that
     # queues as configured.
