@@ -128,6 +128,12 @@ public:
     if (maps.contains(name)) {
       throw std::system_error(EEXIST, std::generic_category(), "create " + name);
     }
+    // The kernel refuses a second device with a DM UUID in use (dm-ioctl's
+    // dm_hash_insert: "Unable to add ... uuid already in use").
+    if (!uuid.empty() &&
+        std::ranges::any_of(maps, [&](const auto &entry) { return entry.second.uuid == uuid; })) {
+      throw std::system_error(EBUSY, std::generic_category(), "create " + name);
+    }
     FakeMap map;
     map.uuid = uuid;
     map.devt = {253, nextMinor++};
