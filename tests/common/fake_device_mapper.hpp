@@ -46,7 +46,6 @@ struct FakeMap {
 class FakeDeviceMapper final : public DeviceMapper {
 public:
   std::map<std::string, FakeMap> maps;
-  std::uint32_t nextMinor = 0; ///< so that no two live maps share a number, as in the kernel
   std::vector<std::string> calls;
   std::map<std::string, int> failures; ///< operation -> how many of its next calls fail
   /// Moves a map to its next group with an active path when fail_path
@@ -71,12 +70,23 @@ public:
     return out;
   }
 
+  /// The kernel gives a new map the lowest minor no live map has (dm's
+  /// next_free_minor), so a map made right after a removal gets the freed one.
+  [[nodiscard]] std::uint32_t lowestFreeMinor() const {
+    std::uint32_t minor = 0;
+    while (std::ranges::any_of(
+        maps, [&](const auto &entry) { return entry.second.devt.minor == minor; })) {
+      ++minor;
+    }
+    return minor;
+  }
+
   /// Adds a map as if someone had created it earlier.
   void seed(const std::string &name, const std::string &uuid, const std::string &tableLine) {
     auto words = selector::splitWords(tableLine);
     FakeMap map;
     map.uuid = uuid;
-    map.devt = {253, nextMinor++};
+    map.devt = {253, lowestFreeMinor()};
     map.length = std::stoull(words.at(1));
     map.targetType = words.at(2);
     map.params = join(words, 3);
@@ -136,7 +146,7 @@ public:
     }
     FakeMap map;
     map.uuid = uuid;
-    map.devt = {253, nextMinor++};
+    map.devt = {253, lowestFreeMinor()};
     map.length = sizeSectors;
     map.params = params;
     adoptTable(map);
