@@ -220,8 +220,8 @@ void AdaptiveController::forgetMap(const std::string &alias) {
   maps_.erase(alias);
 }
 
-void AdaptiveController::renameMap(const std::string &from, const std::string &to) {
-  daemon::renameMap(maps_, from, to);
+void AdaptiveController::renameMaps(const MapRenames &renames) {
+  daemon::renameMaps(maps_, renames);
 }
 
 const selector::PathEstimate *AdaptiveController::estimate(const std::string &device) const {

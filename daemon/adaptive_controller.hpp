@@ -11,6 +11,7 @@
 
 #include "adaptive.hpp"
 #include "path_estimator.hpp"
+#include "per_map_state.hpp"
 #include "plan.hpp"
 
 #include <chrono>
@@ -103,9 +104,9 @@ public:
   bool applyTo(selector::PlannedMap &map) const;
   /// @brief Forgets a map's governor, decisions and history (no longer adaptive).
   void forgetMap(const std::string &alias);
-  /// @brief The map was renamed in the kernel: its governor (the last
-  /// reload's time), decisions and history go with it.
-  void renameMap(const std::string &from, const std::string &to);
+  /// @brief Maps renamed in the kernel: their governors (the last
+  /// reload's time), decisions and histories go with them.
+  void renameMaps(const MapRenames &renames);
 
   /// @brief Publishing without a storm: moves each path's published figures
   /// to its estimates only where a figure moved by more than

@@ -489,6 +489,7 @@ void Daemon::onDeviceEvents() {
       foreignMap = foreignMap || isForeignMapEvent(ev);
       if (ev.event.action == UdevEvent::Action::Remove) {
         lastCreates_.erase(ev.dmName); // a failed create undone: over
+        noteRemoved(ev);
       }
       continue;
     }
@@ -507,6 +508,16 @@ void Daemon::onDeviceEvents() {
     // Typically the dmsetup remove of a stale map: its hold, its count and
     // its publication end now, not at whatever pass comes next.
     requestReconcile("a map was removed, renamed or made by another tool");
+  }
+}
+
+void Daemon::noteRemoved(const DeviceEvent &ev) {
+  for (const auto *maps : {&maps_, &staleMaps_}) {
+    for (const auto &[alias, map] : *maps) {
+      if (alias == ev.dmName || (!ev.devnum.empty() && map.devt == ev.devnum)) {
+        removedMaps_.insert(alias);
+      }
+    }
   }
 }
 
@@ -2010,43 +2021,60 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
 }
 
 void Daemon::followRenames(const std::vector<LiveMap> &live) {
-  std::vector<std::pair<std::string, std::string>> renames;
+  // A rename keeps the kernel's map: its DM UUID and its device number.
+  // Matched by those, not by which names are live, so that a swap through
+  // a third name, all between two reads, lands right. Not a rename: a map
+  // one of our passes just made, and one whose remove uevent came (another
+  // tool making a map with its UUID would get the freed minor).
+  MapRenames renames;
   for (const auto *known : {&maps_, &staleMaps_}) {
     for (const auto &[alias, map] : *known) {
-      if (std::ranges::find(live, alias, [](const LiveMap &m) { return m.info.name; }) !=
-          live.end()) {
+      if (removedMaps_.contains(alias)) {
         continue;
       }
-      // The same kernel map: a rename keeps the UUID and the device
-      // number. A map another tool made again under another name would
-      // need the freed minor too; one of our passes just made is not it.
       auto now = std::ranges::find_if(live, [&](const LiveMap &m) {
         return m.info.uuid == map.uuid && m.info.devt.str() == map.devt;
       });
-      if (now != live.end() && !maps_.contains(now->info.name) &&
-          !staleMaps_.contains(now->info.name) && !lastCreates_.contains(now->info.name)) {
-        renames.emplace_back(alias, now->info.name);
+      if (now != live.end() && now->info.name != alias && !lastCreates_.contains(now->info.name)) {
+        renames.emplace(alias, now->info.name);
       }
     }
   }
+  if (renames.empty()) {
+    return;
+  }
+  renameMaps(maps_, renames);
+  renameMaps(staleMaps_, renames);
+  renameMaps(selectorOverrides_, renames);
+  noPathRetry_.rename(renames);
+  failback_.rename(renames);
+  adaptive_.renameMaps(renames);
+  std::set<std::string, std::less<>> held;
+  std::set<std::string> announced;
   for (const auto &[from, to] : renames) {
-    renameMap(maps_, from, to);
-    renameMap(staleMaps_, from, to);
-    noPathRetry_.rename(from, to);
-    failback_.rename(from, to);
-    adaptive_.renameMap(from, to);
-    renameMap(selectorOverrides_, from, to);
-    if (announced_.erase(from) > 0) {
-      announced_.insert(to);
+    if (queueingDisabled_.contains(from)) {
+      held.insert(to);
     }
-    const bool held = queueingDisabled_.erase(from) > 0;
-    if (held) {
-      queueingDisabled_.insert(to);
-      saveAdminHolds();
+    if (announced_.contains(from)) {
+      announced.insert(to);
     }
+  }
+  for (const auto &[from, to] : renames) {
+    queueingDisabled_.erase(from);
+    queueingDisabled_.erase(to); // a gone map's, whose name the renamed map took
+    announced_.erase(from);
+    announced_.erase(to);
+  }
+  queueingDisabled_.merge(held);
+  announced_.merge(announced);
+  saveAdminHolds(); // writes only when the holds changed
+  for (const auto &[from, to] : renames) {
     log::notice(fmt::format("map {}: renamed to {} in the kernel; its no_path_retry count, "
                             "failback and selector set by the admin go with it{}",
-                            from, to, held ? ", and so does the admin's disable-queueing" : ""),
+                            from, to,
+                            queueingDisabled_.contains(to)
+                                ? ", and so does the admin's disable-queueing"
+                                : ""),
                 {{"MAP", to}});
   }
 }
@@ -2062,14 +2090,17 @@ void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {
     liveNames.insert(map.info.name);
   }
   noPathRetry_.forgetIf([&](std::string_view alias) { return !liveNames.contains(alias); });
-  // So do a deferred failback's wait, the adaptive governor's record and
-  // the admin's SetSelector: a map made again under the name is a new map.
+  std::erase_if(selectorOverrides_,
+                [&](const auto &entry) { return !liveNames.contains(entry.first); });
+  // A removal seen by its uevent is over once a read no longer has the map.
+  std::erase_if(removedMaps_, [&](const std::string &name) { return !liveNames.contains(name); });
+  // So do the admin's SetSelector, a deferred failback's wait and the
+  // adaptive governor's record: a map made again under the name is new.
   for (const auto *known : {&maps_, &staleMaps_}) {
     for (const auto &[alias, map] : *known) {
       if (!liveNames.contains(alias)) {
         failback_.forget(alias);
         adaptive_.forgetMap(alias);
-        selectorOverrides_.erase(alias);
       }
     }
   }

@@ -179,12 +179,16 @@ private:
   /// companion mode's forward to multipathd. @return true when forwarded:
   /// nothing is left to do here.
   Expected<bool> forwardQueueing(const std::string &map, bool queue);
-  /// A known map that is gone from @p live while a map with its DM UUID and
-  /// device number is there under a name no pass of ours just made was
-  /// renamed (dmsetup rename): its per-map state moves to the new name.
+  /// A known map that @p live has under another name, by its DM UUID and
+  /// device number, was renamed (dmsetup rename), unless one of our passes
+  /// just made that name or its remove uevent came: its per-map state moves
+  /// to the new name.
   void followRenames(const std::vector<LiveMap> &live);
-  /// Ends no_path_retry's count and the admin's disable-queueing of every
-  /// map @p live (the kernel's maps as just read) does not have.
+  /// A known map's remove uevent: it is gone, not renamed (removedMaps_).
+  void noteRemoved(const DeviceEvent &ev);
+  /// Ends the per-map state (no_path_retry's count, the admin's
+  /// disable-queueing and SetSelector, failback, adaptive) of every map
+  /// @p live (the kernel's maps as just read) does not have.
   void endWithGoneMaps(const std::vector<LiveMap> &live);
   /// After a pass has read the maps: a maintained stale map whose queueing
   /// was disabled, or whose count ran out, and that still queues gets
@@ -316,6 +320,9 @@ private:
   /// The maps the last pass with actions created (or tried to): their
   /// uevents are no one else's doing (isForeignMapEvent).
   std::set<std::string> lastCreates_;
+  /// Known maps whose remove uevent came, until a read no longer has them:
+  /// removed, so a map with the same DM UUID and minor is a new one.
+  std::set<std::string> removedMaps_;
   /// Paths failed by FailPath, held until ReinstatePath: device -> the
   /// identity (devt, WWID) of the device the admin failed. The kernel reuses
   /// sdX names, so a hold ends with its device (syncHealth).

@@ -107,8 +107,8 @@ void FailbackTracker::forget(std::string_view alias) {
   forgetMap(maps_, alias);
 }
 
-void FailbackTracker::rename(const std::string &from, const std::string &to) {
-  renameMap(maps_, from, to);
+void FailbackTracker::rename(const MapRenames &renames) {
+  renameMaps(maps_, renames);
 }
 
 std::optional<FailbackTracker::TimePoint> FailbackTracker::nextDeadline() const {

@@ -30,6 +30,7 @@
 // repeated. switchFailed() allows one more attempt when the message failed.
 
 #include "config.hpp"
+#include "per_map_state.hpp"
 
 #include <chrono>
 #include <map>
@@ -76,8 +77,8 @@ public:
   void switchFailed(std::string_view alias);
   /// @brief The map is gone.
   void forget(std::string_view alias);
-  /// @brief The map was renamed in the kernel: its wait goes with it.
-  void rename(const std::string &from, const std::string &to);
+  /// @brief Maps renamed in the kernel: their waits go with them.
+  void rename(const MapRenames &renames);
 
   /// @brief The earliest deferred failback that is waiting, if any.
   [[nodiscard]] std::optional<TimePoint> nextDeadline() const;

@@ -99,8 +99,8 @@ void NoPathRetryTracker::forget(std::string_view alias) {
   forgetMap(maps_, alias);
 }
 
-void NoPathRetryTracker::rename(const std::string &from, const std::string &to) {
-  renameMap(maps_, from, to);
+void NoPathRetryTracker::rename(const MapRenames &renames) {
+  renameMaps(maps_, renames);
 }
 
 void NoPathRetryTracker::forgetIf(const std::function<bool(std::string_view)> &gone) {

@@ -17,6 +17,7 @@
 // when the policy changes to "queue" (SIGHUP).
 
 #include "config.hpp"
+#include "per_map_state.hpp"
 
 #include <chrono>
 #include <functional>
@@ -66,8 +67,8 @@ public:
   void sendFailed(std::string_view alias, TimePoint retryAt);
   /// @brief The map is gone.
   void forget(std::string_view alias);
-  /// @brief The map was renamed in the kernel: its count goes with it.
-  void rename(const std::string &from, const std::string &to);
+  /// @brief Maps renamed in the kernel: their counts go with them.
+  void rename(const MapRenames &renames);
   /// @brief Forgets every map for which @p gone says so.
   void forgetIf(const std::function<bool(std::string_view)> &gone);
 

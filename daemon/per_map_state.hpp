@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace pathkeeper::daemon {
 
@@ -19,18 +21,25 @@ void forgetMap(std::map<std::string, State, std::less<>> &maps, std::string_view
   }
 }
 
-/// @brief Moves @p from's state, if any, to @p to, replacing what @p to had:
-/// the kernel's map was renamed (dmsetup rename), and its state is its own.
-template <typename Maps>
-void renameMap(Maps &maps, const std::string &from, const std::string &to) {
-  auto it = maps.find(from);
-  if (it == maps.end() || from == to) {
-    return;
+/// @brief Old alias -> new alias of the maps the kernel renamed in one go
+/// (dmsetup rename; a swap through a third name may be among them).
+using MapRenames = std::map<std::string, std::string>;
+
+/// @brief Moves each renamed map's state, if any, to its new alias, all at
+/// once so that a swap lands right; what a new alias had (a map gone) is
+/// replaced. The state is the kernel map's, not its name's.
+template <typename Maps> void renameMaps(Maps &maps, const MapRenames &renames) {
+  std::vector<std::pair<std::string, typename Maps::node_type>> moved;
+  for (const auto &[from, to] : renames) {
+    if (auto it = maps.find(from); it != maps.end()) {
+      moved.emplace_back(to, maps.extract(it));
+    }
   }
-  auto node = maps.extract(it);
-  node.key() = to;
-  maps.erase(to);
-  maps.insert(std::move(node));
+  for (auto &[to, node] : moved) {
+    maps.erase(to);
+    node.key() = to;
+    maps.insert(std::move(node));
+  }
 }
 
 /// @brief The earliest `deadline` among the maps' states, if any is set.

@@ -1206,6 +1206,10 @@ TEST_F(DaemonQueueingTest, AMapWhoseAliasChangedIsStaleUntilTheAdminRenamesIt) {
 TEST_F(DaemonQueueingTest, TheAdminsHoldAndSelectorFollowTheMapThroughARename) {
   startCounting();
   ASSERT_TRUE(daemon_->setSelector(kUpper, "queue-length").has_value());
+  ASSERT_TRUE(runUntil([&] {
+    return dm_.with([](FakeDeviceMapper &fake) { return fake.maps.at(kUpper).params; })
+               .find("queue-length") != std::string::npos;
+  }));
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
   ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
   renameUpperInTheConfiguration();
@@ -1285,6 +1289,68 @@ TEST_F(DaemonQueueingTest, AMapRemovedAndMadeAgainInOnePassIsANewMap) {
   ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "2"; }));
   EXPECT_TRUE(queueing(kUpper)) << "no_path_retry 2 queues at first";
   EXPECT_EQ(readFile(root_ / "run/admin-holds").find("disable-queueing"), std::string::npos);
+}
+
+TEST_F(DaemonQueueingTest, AMapRemovedAndMadeAgainUnderAnotherNameIsANewMap) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  renameUpperInTheConfiguration();
+  runFor(500ms);
+
+  // dmsetup remove, then another tool makes a map for the LUN under its
+  // own name: the kernel gives it the freed minor, so only the removal's
+  // uevent tells it from a rename.
+  DeviceEvent removed = dmEvent(UdevEvent::Action::Remove);
+  DeviceEvent made = dmEvent(UdevEvent::Action::Change);
+  dm_.with([&](FakeDeviceMapper &fake) {
+    fakes::FakeMap old = fake.maps.at(kUpper);
+    removed.devnum = old.devt.str();
+    fake.maps.erase(kUpper);
+    fake.seed("mpatha", old.uuid, "0 " + std::to_string(old.length) + " multipath " + old.params);
+    made.dmUuid = old.uuid;
+    made.devnum = fake.maps.at("mpatha").devt.str();
+    fake.calls.clear();
+  });
+  ASSERT_EQ(made.devnum, removed.devnum) << "the fake reuses the lowest free minor";
+  removed.dmName = kUpper;
+  made.dmName = "mpatha";
+  events_->send(std::move(removed));
+  events_->send(std::move(made));
+  ASSERT_TRUE(runUntil([&] { return publishedMapState("mpatha") == "stale"; }));
+  EXPECT_EQ(publishedMapState(kUpper), "");
+  EXPECT_EQ(readFile(root_ / "run/admin-holds").find("disable-queueing"), std::string::npos);
+  EXPECT_NE(publishedNoPathRetry("mpatha"), "disabled");
+}
+
+TEST_F(DaemonQueueingTest, TwoMapsSwappedByRenamesKeepTheirOwnHolds) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  runFor(500ms);
+
+  // A script swaps the names through a third one, all before a pass reads
+  // the maps again: the hold stays with the upper LUN's map, now named
+  // xserve-lower.
+  std::string upperUuid;
+  dm_.with([&](FakeDeviceMapper &fake) {
+    upperUuid = fake.maps.at(kUpper).uuid;
+    auto upper = fake.maps.extract(kUpper);
+    auto lower = fake.maps.extract(kLower);
+    upper.key() = kLower;
+    lower.key() = kUpper;
+    fake.maps.insert(std::move(upper));
+    fake.maps.insert(std::move(lower));
+  });
+  ASSERT_TRUE(daemon_->rescan().has_value());
+  ASSERT_TRUE(runUntil([&] {
+    return readFile(root_ / "run/admin-holds").find("disable-queueing xserve-lower") !=
+           std::string::npos;
+  }));
+  EXPECT_EQ(readFile(root_ / "run/admin-holds").find("disable-queueing xserve-upper"),
+            std::string::npos);
+  EXPECT_EQ(dm_.with([&](FakeDeviceMapper &fake) { return fake.maps.at(kLower).uuid; }), upperUuid);
+  EXPECT_FALSE(queueing(kLower));
 }
 
 TEST_F(DaemonQueueingTest, TheAdminsSelectorEndsWithTheMap) {
