@@ -515,7 +515,7 @@ void Daemon::noteRemoved(const DeviceEvent &ev) {
   for (const auto *maps : {&maps_, &staleMaps_}) {
     for (const auto &[alias, map] : *maps) {
       if (alias == ev.dmName || (!ev.devnum.empty() && map.devt == ev.devnum)) {
-        removedMaps_.insert(alias);
+        removedMaps_[alias] = passes_;
       }
     }
   }
@@ -1622,6 +1622,7 @@ void Daemon::reconcile() {
     return;
   }
   reconcileRunning_ = true;
+  ++passes_;
   std::string why = std::exchange(pendingReconcileWhy_, {});
   tableWorker_->post(
       "read the live maps",
@@ -2012,6 +2013,8 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
   // A map made is known from now on; a name the admin gives a map later
   // must count as theirs (isForeignMapEvent).
   std::erase_if(lastCreates_, [this](const std::string &name) { return maps_.contains(name); });
+  // This pass read the maps after those removals: maps_ shows them now.
+  std::erase_if(removedMaps_, [this](const auto &entry) { return entry.second < passes_; });
   mapOfDevice_.clear();
   for (const auto &[alias, map] : maps_) {
     for (const auto &[device, failed] : map.dmFailed) {
@@ -2090,12 +2093,10 @@ void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {
     liveNames.insert(map.info.name);
   }
   noPathRetry_.forgetIf([&](std::string_view alias) { return !liveNames.contains(alias); });
-  std::erase_if(selectorOverrides_,
-                [&](const auto &entry) { return !liveNames.contains(entry.first); });
-  // A removal seen by its uevent is over once a read no longer has the map.
-  std::erase_if(removedMaps_, [&](const std::string &name) { return !liveNames.contains(name); });
   // So do the admin's SetSelector, a deferred failback's wait and the
   // adaptive governor's record: a map made again under the name is new.
+  std::erase_if(selectorOverrides_,
+                [&](const auto &entry) { return !liveNames.contains(entry.first); });
   for (const auto *known : {&maps_, &staleMaps_}) {
     for (const auto &[alias, map] : *known) {
       if (!liveNames.contains(alias)) {

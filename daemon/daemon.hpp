@@ -104,6 +104,8 @@ public:
   void start();
 
   [[nodiscard]] selector::Mode mode() const { return mode_; }
+  /// @brief Whether a reconcile pass is under way (tests wait for quiet).
+  [[nodiscard]] bool reconciling() const { return reconcileRunning_; }
   /// @brief What is published now.
   [[nodiscard]] StateSnapshot snapshot() const;
   /// @brief Called with every new snapshot (after the debounce), on the loop
@@ -320,9 +322,12 @@ private:
   /// The maps the last pass with actions created (or tried to): their
   /// uevents are no one else's doing (isForeignMapEvent).
   std::set<std::string> lastCreates_;
-  /// Known maps whose remove uevent came, until a read no longer has them:
-  /// removed, so a map with the same DM UUID and minor is a new one.
-  std::set<std::string> removedMaps_;
+  /// Known maps whose remove uevent came: removed, so a map with the same
+  /// DM UUID and minor is a new one. Each with the pass that was current
+  /// then; it ends once a later pass, whose reads all followed the removal,
+  /// has rebuilt maps_ (refreshMaps). A late event cannot outlive that.
+  std::map<std::string, std::uint64_t> removedMaps_;
+  std::uint64_t passes_ = 0; ///< reconcile passes started
   /// Paths failed by FailPath, held until ReinstatePath: device -> the
   /// identity (devt, WWID) of the device the admin failed. The kernel reuses
   /// sdX names, so a hold ends with its device (syncHealth).

@@ -1296,7 +1296,9 @@ TEST_F(DaemonQueueingTest, AMapRemovedAndMadeAgainUnderAnotherNameIsANewMap) {
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
   ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
   renameUpperInTheConfiguration();
-  runFor(500ms);
+  // No pass under way: one reading the maps between the change below and
+  // its events would see what a rename looks like, as pathkeeperd would.
+  ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
 
   // dmsetup remove, then another tool makes a map for the LUN under its
   // own name: the kernel gives it the freed minor, so only the removal's
