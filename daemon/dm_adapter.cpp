@@ -460,4 +460,20 @@ void LibDevmapper::message(const std::string &name, const std::string &text) {
   }
 }
 
+void LibDevmapper::rename(const std::string &name, const std::string &newName) {
+  dmLog().clear();
+  const std::string op = "rename to '" + newName + "' of";
+  auto task = newTask(DM_DEVICE_RENAME, op, name);
+  if (dm_task_set_newname(task.get(), newName.c_str()) == 0) {
+    throwDm(EINVAL, op, name);
+  }
+  // udev moves the /dev/mapper node and its by-id links (a rename is a
+  // "change" uevent with DM_COOKIE); the library must not race it.
+  if (int err = runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, op, name,
+                        nullptr, batchCookie());
+      err != 0) {
+    throwDm(err, op, name);
+  }
+}
+
 } // namespace pathkeeper::daemon

@@ -86,6 +86,10 @@ public:
   virtual void remove(const std::string &name, bool deferred) = 0;
   /// @brief Sends a target message (sector 0), e.g. "fail_path 8:16".
   virtual void message(const std::string &name, const std::string &text) = 0;
+  /// @brief Renames a map. The kernel keeps the device (its number, UUID,
+  /// table and open count), so I/O and holders are not disturbed; udev
+  /// moves the /dev/mapper node. Fails with EBUSY when @p newName is taken.
+  virtual void rename(const std::string &name, const std::string &newName) = 0;
 
   /// @brief Replaces the live table: load, then one resume, in which the
   /// kernel suspends the map (noflush), swaps the tables and resumes it, so
@@ -102,7 +106,7 @@ public:
   std::chrono::microseconds reload(const std::string &name, std::uint64_t sizeSectors,
                                    const std::string &params);
 
-  /// @brief Starts a udev batch: create(), resume() and remove() no longer
+  /// @brief Starts a udev batch: create(), resume(), rename() and remove() no longer
   /// wait for udev one by one; endUdevBatch() waits once for all of them.
   /// Maps created in a batch exist (and take messages) at once; their
   /// /dev/mapper nodes and udev properties are there after endUdevBatch().
@@ -187,6 +191,7 @@ public:
   void resume(const std::string &name) override;
   void remove(const std::string &name, bool deferred) override;
   void message(const std::string &name, const std::string &text) override;
+  void rename(const std::string &name, const std::string &newName) override;
   [[nodiscard]] std::chrono::steady_clock::time_point resumeReturned() const override {
     return resumeReturned_;
   }

@@ -195,6 +195,17 @@ public:
     step(deferred ? "remove-deferred" : "remove", name);
     maps.erase(name);
   }
+  /// dm_hash_rename: the device, its number and UUID stay; a taken name is EBUSY.
+  void rename(const std::string &name, const std::string &newName) override {
+    step("rename", name + " " + newName);
+    mapOf(name);
+    if (maps.contains(newName)) {
+      throw std::system_error(EBUSY, std::generic_category(), "rename " + name + " " + newName);
+    }
+    auto node = maps.extract(name);
+    node.key() = newName;
+    maps.insert(std::move(node));
+  }
   void message(const std::string &name, const std::string &text) override {
     step("message", name + " " + text);
     auto &map = mapOf(name);

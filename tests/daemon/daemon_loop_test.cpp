@@ -98,6 +98,9 @@ public:
   void message(const std::string &name, const std::string &text) override {
     locked([&] { fake_.message(name, text); });
   }
+  void rename(const std::string &name, const std::string &newName) override {
+    locked([&] { fake_.rename(name, newName); });
+  }
 
 private:
   std::mutex mutex_;

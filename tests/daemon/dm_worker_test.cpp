@@ -50,6 +50,9 @@ public:
   void suspend(const std::string &name) override { record("suspend " + name); }
   void resume(const std::string &name) override { record("resume " + name); }
   void remove(const std::string &name, bool) override { record("remove " + name); }
+  void rename(const std::string &name, const std::string &newName) override {
+    record("rename " + name + " " + newName);
+  }
   void message(const std::string &name, const std::string &text) override {
     record("message " + name + " " + text);
     if (text == "hold") {
