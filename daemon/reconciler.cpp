@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <set>
+#include <system_error>
 
 namespace pathkeeper::daemon {
 
@@ -45,6 +46,8 @@ std::string Action::describe() const {
   }
   case ActionKind::Message:
     return fmt::format("message {} {}", map, message);
+  case ActionKind::Rename:
+    return fmt::format("rename {} to {}", oldName, map);
   }
   return "?";
 }
@@ -350,9 +353,9 @@ ReconcilePlan planReconcile(const ReconcileInput &input) {
       if (auto other = byUuid.find(uuid); other != byUuid.end()) {
         claimed.insert(other->second->info.name);
         plan.refused.push_back(
-            {spec.alias, fmt::format("WWID {} is already mapped as '{}' "
-                                     "(DM UUID {}); maps are not renamed: 'dmsetup rename {} {}' "
-                                     "hands it over",
+            {spec.alias, fmt::format("WWID {} is mapped as '{}' (DM UUID {}), which was not "
+                                     "renamed to it (see the rename's error, if any); 'dmsetup "
+                                     "rename {} {}' hands it over",
                                      spec.wwid, other->second->info.name, uuid,
                                      other->second->info.name, spec.alias)});
         continue;
@@ -435,6 +438,48 @@ ReconcilePlan planReconcile(const ReconcileInput &input) {
     }
   }
   return plan;
+}
+
+std::vector<Action> planRenames(const std::vector<selector::PlannedMap> &desired,
+                                const std::vector<LiveMap> &live) {
+  std::set<std::string> names;
+  std::map<std::string, std::string> nameOfUuid;
+  for (const auto &map : live) {
+    names.insert(map.info.name);
+    if (map.info.uuid.starts_with(kMultipathUuidPrefix)) {
+      nameOfUuid[map.info.uuid] = map.info.name;
+    }
+  }
+  std::vector<const selector::MapSpec *> waiting;
+  for (const auto &planned : desired) {
+    auto found = nameOfUuid.find(planned.spec.dmUuid());
+    if (found != nameOfUuid.end() && found->second != planned.spec.alias) {
+      waiting.push_back(&planned.spec);
+    }
+  }
+  std::vector<Action> renames;
+  for (bool progress = true; progress && !waiting.empty();) {
+    progress = false;
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      const selector::MapSpec &spec = **it;
+      if (names.contains(spec.alias)) {
+        ++it;
+        continue;
+      }
+      std::string &current = nameOfUuid.at(spec.dmUuid());
+      Action rename;
+      rename.kind = ActionKind::Rename;
+      rename.map = spec.alias;
+      rename.oldName = current;
+      names.erase(current);
+      names.insert(spec.alias);
+      current = spec.alias;
+      renames.push_back(std::move(rename));
+      it = waiting.erase(it);
+      progress = true;
+    }
+  }
+  return renames;
 }
 
 LiveMap makeLiveMap(DmMapInfo info, const std::vector<DmTargetLine> &table,
@@ -539,6 +584,18 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
         break;
       case ActionKind::Message:
         dm.message(action.map, action.message);
+        break;
+      case ActionKind::Rename:
+        // The plan saw multipath maps only: a device of another kind
+        // (LVM, crypt) may have the name. Say whose it is.
+        if (auto taken = dm.info(action.map)) {
+          throw std::system_error(
+              EBUSY, std::generic_category(),
+              fmt::format("the name {} is taken by another device (DM UUID '{}', target {})",
+                          action.map, taken->uuid,
+                          taken->targetType.empty() ? "none" : taken->targetType));
+        }
+        dm.rename(action.oldName, action.map);
         break;
       }
       outcome.ok = true;

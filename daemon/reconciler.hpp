@@ -33,6 +33,12 @@
 //   no table can detach it.
 // - A live map with our DM UUID (mpath-<wwid>) whose table matches is
 //   adopted as it is: no load, so the kernel's event counter stays put.
+// - In owner mode a planned map whose WWID the kernel maps under another
+//   name (its alias changed in the configuration, or a dmsetup rename) is
+//   renamed to the planned alias when that name is free (planRenames), as
+//   multipathd does: the kernel keeps the device, so nothing using it is
+//   disturbed. Renames run in a step of their own before the pass plans, so
+//   that the pass sees the maps under their planned names.
 // - Nothing is removed automatically. A live mpath- map that is no longer
 //   desired is reported as stale; removing a map under a mounted filesystem
 //   or an LVM volume is the admin's decision.
@@ -108,7 +114,7 @@ enum class ReloadReason {
 std::string_view toString(ReloadReason reason);
 
 /// @brief The kinds of actions the reconciler emits.
-enum class ActionKind { Create, Reload, Message };
+enum class ActionKind { Create, Reload, Message, Rename };
 
 /// @brief One device-mapper action.
 struct Action {
@@ -119,6 +125,7 @@ struct Action {
   std::string params;                ///< Create and Reload: the table without "0 <size> multipath"
   std::vector<ReloadReason> reasons; ///< Reload only
   std::string message;               ///< Message only, e.g. "fail_path 8:16"
+  std::string oldName;               ///< Rename only: the live name; map is the new one
 
   /// @brief One line for logs, e.g. "reload xserve-upper (paths, selector)".
   [[nodiscard]] std::string describe() const;
@@ -150,6 +157,14 @@ struct ReconcilePlan {
 /// (the daemon forwards them to multipathd), and desired maps are matched to
 /// live ones by DM UUID as well as by alias, since multipathd names them.
 ReconcilePlan planReconcile(const ReconcileInput &input);
+
+/// @brief Owner mode: the renames that put every planned map whose DM UUID is
+/// live under another name onto its planned alias. A rename is planned only
+/// into a name no map has (counting the renames before it), so a chain
+/// (a to b, b to c) comes out in the order that works; names that would
+/// only swap are left for planReconcile to refuse.
+std::vector<Action> planRenames(const std::vector<selector::PlannedMap> &desired,
+                                const std::vector<LiveMap> &live);
 
 /// @brief Parses one map's table and status lines into a LiveMap.
 LiveMap makeLiveMap(DmMapInfo info, const std::vector<DmTargetLine> &table,

@@ -588,6 +588,145 @@ TEST(Reconcile, RefusesWhenTheWwidIsMappedUnderAnotherName) {
   EXPECT_THAT(plan.stale, IsEmpty());
 }
 
+// --- renames ---------------------------------------------------------------
+
+/// "<old> to <new>" per rename, in order.
+std::vector<std::string> renamesOf(const std::vector<Action> &actions) {
+  std::vector<std::string> out;
+  for (const auto &action : actions) {
+    EXPECT_EQ(action.kind, ActionKind::Rename);
+    out.push_back(action.oldName + " to " + action.map);
+  }
+  return out;
+}
+
+/// A second LUN's map, xserve-lower, on 8:48 and 8:64.
+MapSpec lowerSpec() {
+  auto lower = upperSpec();
+  lower.alias = "xserve-lower";
+  lower.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
+  lower.groups[0].paths = {path(48), path(64)};
+  return lower;
+}
+
+TEST(Renames, AWwidMappedUnderAnotherNameIsRenamedAndKeepsItsDevice) {
+  Harness h;
+  h.dm.seed("mpatha", kUuid, planned(upperSpec()).table);
+  const auto devt = h.dm.maps.at("mpatha").devt;
+  const std::vector<PlannedMap> desired{planned(upperSpec())};
+  auto renames = planRenames(desired, readLiveMaps(h.dm));
+  EXPECT_THAT(renamesOf(renames), ElementsAre("mpatha to xserve-upper"));
+  EXPECT_EQ(renames[0].describe(), "rename mpatha to xserve-upper");
+
+  auto outcomes = applyActions(renames, h.dm);
+  ASSERT_TRUE(outcomes[0].ok) << outcomes[0].error;
+  EXPECT_FALSE(h.dm.maps.contains("mpatha"));
+  EXPECT_EQ(h.dm.maps.at("xserve-upper").devt, devt);
+  EXPECT_EQ(h.dm.maps.at("xserve-upper").uuid, kUuid);
+  // Planned again, the map matches: adopted, nothing to do.
+  h.input.desired = desired;
+  auto plan = h.plan();
+  EXPECT_THAT(plan.actions, IsEmpty());
+  EXPECT_THAT(plan.adopted, ElementsAre("xserve-upper"));
+  EXPECT_THAT(planRenames(desired, h.input.live), IsEmpty());
+}
+
+TEST(Renames, NothingWhenEveryMapHasItsPlannedNameOrNoneIsLive) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
+  h.dm.seed("xserve-old", "mpath-36001405ccc", planned(upperSpec()).table);
+  h.dm.seed("vg-root", "LVM-abc", "0 1024 linear 8:0 0");
+  const std::vector<PlannedMap> desired{planned(upperSpec()), planned(lowerSpec())};
+  EXPECT_THAT(planRenames(desired, readLiveMaps(h.dm)), IsEmpty());
+}
+
+TEST(Renames, NeverOntoANameAnotherDeviceHas) {
+  Harness h;
+  h.dm.seed("mpatha", kUuid, planned(upperSpec()).table);
+  h.dm.seed("xserve-upper", "LVM-someoneelse", planned(lowerSpec()).table);
+  const std::vector<PlannedMap> desired{planned(upperSpec())};
+  EXPECT_THAT(planRenames(desired, readLiveMaps(h.dm)), IsEmpty());
+  // The pass then refuses it, naming the map that has the WWID.
+  h.input.desired = desired;
+  auto plan = h.plan();
+  EXPECT_THAT(plan.actions, IsEmpty());
+  ASSERT_EQ(plan.refused.size(), 1U);
+  EXPECT_THAT(plan.refused[0].reason, HasSubstr("LVM-someoneelse"));
+}
+
+TEST(Renames, AChainComesOutInTheOrderThatWorks) {
+  // The configuration moved upper to the lower map's old name, and lower
+  // to a new one: lower must move first.
+  Harness h;
+  h.dm.seed("old-upper", kUuid, planned(upperSpec()).table);
+  auto lower = lowerSpec();
+  h.dm.seed("xserve-upper", lower.dmUuid(), planned(lower).table);
+  lower.alias = "xserve-lower";
+  const std::vector<PlannedMap> desired{planned(upperSpec()), planned(lower)};
+  auto renames = planRenames(desired, readLiveMaps(h.dm));
+  EXPECT_THAT(renamesOf(renames),
+              ElementsAre("xserve-upper to xserve-lower", "old-upper to xserve-upper"));
+  auto outcomes = applyActions(renames, h.dm);
+  EXPECT_TRUE(std::ranges::all_of(outcomes, [](const auto &o) { return o.ok; }));
+  EXPECT_EQ(h.dm.maps.at("xserve-upper").uuid, kUuid);
+  EXPECT_EQ(h.dm.maps.at("xserve-lower").uuid, lower.dmUuid());
+}
+
+TEST(Renames, ASwapIsLeftAlone) {
+  Harness h;
+  auto lower = lowerSpec();
+  h.dm.seed("xserve-lower", kUuid, planned(upperSpec()).table);
+  h.dm.seed("xserve-upper", lower.dmUuid(), planned(lower).table);
+  const std::vector<PlannedMap> desired{planned(upperSpec()), planned(lower)};
+  EXPECT_THAT(planRenames(desired, readLiveMaps(h.dm)), IsEmpty());
+}
+
+TEST(Renames, AFailedRenameSkipsNothingElseAndLeavesTheMap) {
+  Harness h;
+  h.dm.seed("mpatha", kUuid, planned(upperSpec()).table);
+  auto lower = lowerSpec();
+  h.dm.seed("mpathb", lower.dmUuid(), planned(lower).table);
+  const std::vector<PlannedMap> desired{planned(upperSpec()), planned(lower)};
+  auto renames = planRenames(desired, readLiveMaps(h.dm));
+  ASSERT_EQ(renames.size(), 2U);
+  h.dm.failures["rename"] = 1;
+  auto outcomes = applyActions(renames, h.dm);
+  EXPECT_FALSE(outcomes[0].ok);
+  EXPECT_FALSE(outcomes[1].skipped);
+  EXPECT_TRUE(outcomes[1].ok) << outcomes[1].error;
+  EXPECT_TRUE(h.dm.maps.contains("mpatha"));
+  EXPECT_TRUE(h.dm.maps.contains("xserve-lower"));
+}
+
+TEST(Renames, ANameAnotherKindOfDeviceHasIsLookedUpNotRenamedOnto) {
+  // The live maps are the multipath ones: an LVM volume with the name is
+  // found only when the rename looks.
+  Harness h;
+  h.dm.seed("mpatha", kUuid, planned(upperSpec()).table);
+  h.dm.seed("xserve-upper", "LVM-someoneelse", "0 1024 linear 8:0 0");
+  auto renames = planRenames({planned(upperSpec())}, readLiveMaps(h.dm));
+  ASSERT_EQ(renames.size(), 1U);
+  auto outcomes = applyActions(renames, h.dm);
+  EXPECT_FALSE(outcomes[0].ok);
+  EXPECT_THAT(outcomes[0].error, HasSubstr("LVM-someoneelse"));
+  EXPECT_THAT(outcomes[0].error, HasSubstr("linear"));
+  EXPECT_THAT(h.dm.modifyingCalls(), IsEmpty());
+  EXPECT_EQ(h.dm.maps.at("mpatha").uuid, kUuid);
+}
+
+TEST(Renames, TheKernelRefusesATakenName) {
+  FakeDeviceMapper dm;
+  dm.seed("mpatha", kUuid, planned(upperSpec()).table);
+  dm.seed("xserve-upper", "LVM-someoneelse", "0 1024 linear 8:0 0");
+  try {
+    dm.rename("mpatha", "xserve-upper");
+    FAIL() << "renamed onto a taken name";
+  } catch (const std::system_error &e) {
+    EXPECT_EQ(e.code().value(), EBUSY);
+  }
+  EXPECT_EQ(dm.maps.at("mpatha").uuid, kUuid);
+}
+
 TEST(Reconcile, ReportsMapsNoLongerWantedAsStaleWithoutRemovingThem) {
   Harness h;
   h.dm.seed("xserve-old", "mpath-36001405ccc", planned(upperSpec()).table);

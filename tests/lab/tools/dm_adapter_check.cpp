@@ -16,12 +16,14 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 
 namespace {
@@ -397,6 +399,54 @@ int run(const std::string &sdA, const std::string &sdB) {
       dm.remove(name, false);
       check(!dm.info(name), name + " removed");
     }
+  }
+
+  // 10c. rename: the kernel keeps the device; udev moves the node. The
+  //     reconciler's rename step names it back as planned.
+  {
+    const std::string other = kMap + "-old";
+    const auto before = mustInfo(dm);
+    const auto tableBefore = dm.table(kMap);
+    const auto nodeIs = [](const std::string &path, const DmMapInfo &map) {
+      struct stat nst {};
+      return ::stat(path.c_str(), &nst) == 0 && S_ISBLK(nst.st_mode) &&
+             major(nst.st_rdev) == map.devt.major && minor(nst.st_rdev) == map.devt.minor;
+    };
+    dm.rename(kMap, other);
+    auto renamed = dm.info(other);
+    check(!dm.info(kMap) && renamed && renamed->devt == before.devt && renamed->uuid == before.uuid,
+          "renamed to " + other + ": the same device and DM UUID");
+    check(nodeIs("/dev/mapper/" + other, before) && ::stat(node.c_str(), &st) != 0,
+          "udev moved the node to /dev/mapper/" + other + " as soon as rename returns");
+    check(dm.table(other) == tableBefore, "the table is unchanged");
+
+    const auto renames = planRenames(input.desired, readLiveMaps(dm));
+    check(renames.size() == 1 && renames[0].describe() == "rename " + other + " to " + kMap,
+          "planRenames names it back (" +
+              (renames.empty() ? std::string("nothing") : renames[0].describe()) + ")");
+    auto outcomes = applyActions(renames, dm);
+    check(outcomes.size() == 1 && outcomes[0].ok,
+          "applyActions renamed it back" +
+              (outcomes.empty() || outcomes[0].ok ? std::string() : ": " + outcomes[0].error));
+    check(nodeIs(node, before) && !dm.info(other), node + " is back, " + other + " gone");
+    check(dm.table(kMap) == tableBefore, "the table is unchanged after both renames");
+
+    // A taken name: the kernel refuses with EBUSY and changes nothing.
+    const std::string taken = "pk-taken";
+    dm.create(taken, "mpath-" + taken, a.sizeSectors,
+              "0 0 1 1 round-robin 0 1 1 " + a.devt.str() + " 1");
+    int err = 0;
+    try {
+      dm.rename(kMap, taken);
+    } catch (const std::system_error &e) {
+      err = e.code().value();
+      std::cout << "   " << e.what() << "\n";
+    }
+    check(err == EBUSY,
+          "a rename onto a taken name fails with EBUSY (" + std::to_string(err) + ")");
+    check(nodeIs(node, before) && dm.info(taken)->uuid == "mpath-" + taken,
+          "both devices are as they were");
+    dm.remove(taken, false);
   }
 
   // 11. remove
