@@ -522,7 +522,8 @@ void Daemon::noteRemoved(const DeviceEvent &ev) {
 }
 
 bool Daemon::isForeignMapEvent(const DeviceEvent &ev) const {
-  // Owner mode never removes or renames a map itself: the removal of a map
+  // Owner mode never removes a map itself, and renames only in a pass's
+  // rename step (its new names are in lastCreates_): the removal of a map
   // it knows (by name, or by its device number should udev not pass the
   // name on), or a multipath map under a name it neither knows nor just
   // created (a dmsetup rename, a map another tool made), is the admin's
@@ -1622,6 +1623,7 @@ void Daemon::reconcile() {
     return;
   }
   reconcileRunning_ = true;
+  renamesTried_ = false;
   ++passes_;
   std::string why = std::exchange(pendingReconcileWhy_, {});
   tableWorker_->post(
@@ -1680,6 +1682,14 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
     }
     selector::Plan plan = selector::planMaps(pathsForTables(inventory_.plannerPaths()), config_,
                                              std::move(bindings), kernel_);
+    // Renamed first, so that this pass, its per-map state and its plan all
+    // see the maps under their planned names.
+    if (!std::exchange(renamesTried_, true)) {
+      if (auto renames = planRenames(plan.maps, live); !renames.empty()) {
+        renameThenReconcile(std::move(renames), why);
+        return;
+      }
+    }
     for (const auto &warning : plan.warnings) {
       if (std::find(planWarnings_.begin(), planWarnings_.end(), warning) == planWarnings_.end()) {
         log::warning(warning);
@@ -1853,6 +1863,45 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
       });
 }
 
+void Daemon::renameThenReconcile(std::vector<Action> renames, std::string why) {
+  for (const auto &rename : renames) {
+    lastCreates_.insert(rename.map); // its uevent is ours
+  }
+  tableWorker_->post(
+      fmt::format("{} rename(s)", renames.size()),
+      [this, renames = std::move(renames),
+       why = std::move(why)](DeviceMapper &dm) mutable -> DmWorker::Continuation {
+        auto outcomes = applyActions(renames, dm);
+        std::vector<LiveMap> live;
+        std::string readError;
+        try {
+          live = daemon::readLiveMaps(dm);
+        } catch (const std::exception &e) {
+          readError = e.what();
+        }
+        return [this, outcomes = std::move(outcomes), live = std::move(live),
+                readError = std::move(readError), why = std::move(why)] {
+          MapRenames done;
+          for (const auto &outcome : outcomes) {
+            if (outcome.ok) {
+              done.emplace(outcome.action.oldName, outcome.action.map);
+            }
+          }
+          moveMapState(done);
+          logOutcomes(outcomes);
+          if (!readError.empty()) {
+            log::error(fmt::format("cannot read the live maps after renaming: {}; reading them "
+                                   "again in another pass",
+                                   readError));
+            requestReconcile("re-read after a failed read");
+            finishReconcile();
+            return;
+          }
+          reconcileWith(live, why);
+        };
+      });
+}
+
 std::optional<std::pair<std::string, bool>> Daemon::echoOf(const Action &action) const {
   if (action.kind != ActionKind::Message) {
     return std::nullopt;
@@ -1881,6 +1930,17 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
                    {{"MAP", action.map}});
     } else if (!outcome.ok) {
       log::error(fmt::format("{}: {}", action.describe(), outcome.error), {{"MAP", action.map}});
+    } else if (action.kind == ActionKind::Rename) {
+      // moveMapState has moved its state already.
+      log::write(
+          log::Level::Notice,
+          fmt::format("map {} renamed to {}, the name the configuration gives it; its "
+                      "no_path_retry count, failback and selector set by the admin go with it{}",
+                      action.oldName, action.map,
+                      queueingDisabled_.contains(action.map)
+                          ? ", and so does the admin's disable-queueing"
+                          : ""),
+          {{"MAP", action.map}, {"OLD_MAP", action.oldName}}, log::id::kMapRenamed);
     } else if (action.kind == ActionKind::Create) {
       announced_.insert(action.map);
       log::write(log::Level::Notice, fmt::format("map {} created", action.map),
@@ -1998,8 +2058,8 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
         std::ranges::find(desired, map.uuid, [](const auto &d) { return d.spec.dmUuid(); });
     const std::string cause =
         renamed != desired.end()
-            ? fmt::format("its WWID is planned as map {} now, and pathkeeperd does not rename "
-                          "maps: 'dmsetup rename {} {}' hands it over",
+            ? fmt::format("its WWID is planned as map {} now, and renaming it to that name "
+                          "failed; 'dmsetup rename {} {}' hands it over",
                           renamed->spec.alias, alias, renamed->spec.alias)
             : std::string("no planned map names it (are its devices gone?)");
     log::notice(
@@ -2046,6 +2106,35 @@ void Daemon::followRenames(const std::vector<LiveMap> &live) {
   if (renames.empty()) {
     return;
   }
+  std::set<std::string> planned; // owner mode: a pass names them back
+  if (mode_ == selector::Mode::Owner) {
+    for (const auto &[from, to] : renames) {
+      if (maps_.contains(from)) {
+        planned.insert(from);
+      }
+    }
+  }
+  moveMapState(renames);
+  for (const auto &[from, to] : renames) {
+    log::notice(
+        fmt::format("map {}: renamed to {} in the kernel; its no_path_retry count, failback and "
+                    "selector set by the admin go with it{}{}",
+                    from, to,
+                    queueingDisabled_.contains(to) ? ", and so does the admin's disable-queueing"
+                                                   : "",
+                    planned.contains(from)
+                        ? fmt::format("; a pass renames it back to {} while the configuration "
+                                      "names it so",
+                                      from)
+                        : ""),
+        {{"MAP", to}});
+  }
+}
+
+void Daemon::moveMapState(const MapRenames &renames) {
+  if (renames.empty()) {
+    return;
+  }
   renameMaps(maps_, renames);
   renameMaps(staleMaps_, renames);
   renameMaps(selectorOverrides_, renames);
@@ -2071,15 +2160,6 @@ void Daemon::followRenames(const std::vector<LiveMap> &live) {
   queueingDisabled_.merge(held);
   announced_.merge(announced);
   saveAdminHolds(); // writes only when the holds changed
-  for (const auto &[from, to] : renames) {
-    log::notice(fmt::format("map {}: renamed to {} in the kernel; its no_path_retry count, "
-                            "failback and selector set by the admin go with it{}",
-                            from, to,
-                            queueingDisabled_.contains(to)
-                                ? ", and so does the admin's disable-queueing"
-                                : ""),
-                {{"MAP", to}});
-  }
 }
 
 void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {

@@ -24,6 +24,7 @@
 #include "multipathd_client.hpp"
 #include "network_watch.hpp"
 #include "no_path_retry.hpp"
+#include "per_map_state.hpp"
 #include "plan.hpp"
 #include "reconciler.hpp"
 #include "state_model.hpp"
@@ -157,6 +158,10 @@ private:
   /// refreshes its view (finishReconcile).
   void reconcile();
   void reconcileWith(const std::vector<LiveMap> &live, const std::string &why);
+  /// @brief Owner mode, a pass's first step when planned maps are live under
+  /// other names: renames them (the worker), moves their state, reads the
+  /// maps again and goes on with reconcileWith. Once per pass.
+  void renameThenReconcile(std::vector<Action> renames, std::string why);
   void finishReconcile();
   void logOutcomes(const std::vector<ActionOutcome> &outcomes);
   /// @brief (device, failed) for a fail_path/reinstate_path message action.
@@ -186,6 +191,10 @@ private:
   /// just made that name or its remove uevent came: its per-map state moves
   /// to the new name.
   void followRenames(const std::vector<LiveMap> &live);
+  /// Moves every per-map state (maps_, staleMaps_, the admin's selector and
+  /// disable-queueing, no_path_retry, failback, adaptive, announced_) from
+  /// each old name of @p renames to its new one.
+  void moveMapState(const MapRenames &renames);
   /// A known map's remove uevent: it is gone, not renamed (removedMaps_).
   void noteRemoved(const DeviceEvent &ev);
   /// Ends the per-map state (no_path_retry's count, the admin's
@@ -319,9 +328,11 @@ private:
   std::map<std::string, MapState> maps_; ///< by alias
   std::vector<std::string> planWarnings_;
   std::set<std::string> announced_; ///< maps logged as created or adopted
-  /// The maps the last pass with actions created (or tried to): their
-  /// uevents are no one else's doing (isForeignMapEvent).
+  /// The maps the last pass with actions created (or tried to), and the
+  /// names it renamed maps to: their uevents are no one else's doing
+  /// (isForeignMapEvent).
   std::set<std::string> lastCreates_;
+  bool renamesTried_ = false; ///< this pass has had its rename step
   /// Known maps whose remove uevent came: removed, so a map with the same
   /// DM UUID and minor is a new one. Each with the pass that was current
   /// then; it ends once a later pass, whose reads all followed the removal,

@@ -38,6 +38,8 @@ inline constexpr std::string_view kPathReinstated = "9d4e2b7a1c6f43e8b0a2d5f7c9e
 inline constexpr std::string_view kPathShaky = "3f8b6d2e0a9c47d1a6e4b2c8f5d70c33";
 inline constexpr std::string_view kMapCreated = "b7e1c9a34d2f4e6a8c0b5d1f3a9e2d44";
 inline constexpr std::string_view kMapReloaded = "e2a6d8f0c4b1493d9e7a3c5b1f8d6e55";
+/// pathkeeperd renamed a map to the alias the configuration gives it.
+inline constexpr std::string_view kMapRenamed = "e1bdebb0b8714db787694b2870797fd5";
 inline constexpr std::string_view kConfigRejected = "5a9c3e7b2d8f41a6b4e0c6d2a8f1b966";
 /// A network check finding appears (issue #8).
 inline constexpr std::string_view kNetworkFinding = "c41d7e9a2b6f48d3a05e8b1c7f2d9a77";

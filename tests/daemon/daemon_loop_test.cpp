@@ -429,6 +429,13 @@ protected:
       return static_cast<std::size_t>(std::count(fake.calls.begin(), fake.calls.end(), call));
     });
   }
+  /// The calls of one kind ("rename", "load", ...) on any map.
+  std::size_t callsOf(const std::string &op) {
+    return dm_.with([&](FakeDeviceMapper &fake) {
+      return static_cast<std::size_t>(std::ranges::count_if(
+          fake.calls, [&](const std::string &call) { return call.starts_with(op + " "); }));
+    });
+  }
 
   fs::path root_;
   LockedDeviceMapper dm_;
@@ -830,14 +837,16 @@ protected:
     renamed.dmName = to;
     events_->send(std::move(renamed));
   }
-  /// The upper map planned as "upper-lun" from now on; the old one is stale.
+  /// The upper map planned as "upper-lun" from now on (a SIGHUP's reload).
   void renameUpperInTheConfiguration() {
     std::string config = readFile(root_ / "pathkeeper.conf");
     const std::string old = "alias = \"xserve-upper\"";
     config.replace(config.find(old), old.size(), "alias = \"upper-lun\"");
     writeFile(root_ / "pathkeeper.conf", config);
     ASSERT_TRUE(daemon_->reconfigure().has_value());
-    ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper) == "stale"; }));
+  }
+  [[nodiscard]] bool inKernel(const std::string &name) {
+    return dm_.with([&](FakeDeviceMapper &fake) { return fake.maps.contains(name); });
   }
   /// A restart of the daemon; ready once the lower map is published.
   void restart() {
@@ -1181,29 +1190,34 @@ TEST_F(DaemonQueueingTest, TheUndoOfAFailedCreateStartsNoPass) {
       << "a pass would try the create again";
 }
 
-TEST_F(DaemonQueueingTest, AMapWhoseAliasChangedIsStaleUntilTheAdminRenamesIt) {
+TEST_F(DaemonQueueingTest, AMapWhoseAliasChangedIsRenamedWithItsRunOutCount) {
   startCounting();
-  renameUpperInTheConfiguration();
-  EXPECT_EQ(publishedMapState("upper-lun"), "") << "its WWID is mapped as xserve-upper";
-
-  // Its devices are still there: nothing checks its paths for it, and
-  // dm's events drive its count.
-  for (const char *devt : {"8:0", "8:16"}) {
-    dm_.with([&](FakeDeviceMapper &fake) { fake.maps.at(kUpper).pathActive[devt] = false; });
-    sendDmPathEvent("PATH_FAILED", kUpper, devt);
-  }
+  tur_.setDown("sda", true);
+  tur_.setDown("sdb", true);
   ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
   ASSERT_FALSE(queueing(kUpper));
-  dm_.with([](FakeDeviceMapper &fake) { fake.maps.at(kUpper).pathActive["8:0"] = true; });
-  sendDmPathEvent("PATH_REINSTATED", kUpper, "8:0");
-  ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
 
-  // dmsetup rename, as the log advises: its change event alone (owner
-  // mode starts no pass for its own maps' events) hands the map over.
-  renameInKernel(kUpper, "upper-lun");
-  ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "ok"; }));
+  // The kernel keeps the map through a rename: no create, no reload, and
+  // the count that ran out is the map's, so its I/O must not queue again
+  // while no path is usable.
+  renameUpperInTheConfiguration();
+  ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "down"; }));
+  EXPECT_FALSE(inKernel(kUpper));
   EXPECT_EQ(publishedMapState(kUpper), "");
-  EXPECT_EQ(callsMatching("create upper-lun"), 0U);
+  EXPECT_EQ(callsMatching("rename xserve-upper upper-lun"), 1U);
+  EXPECT_EQ(publishedNoPathRetry("upper-lun"), "expired");
+  runFor(1500ms);
+  EXPECT_FALSE(queueing("upper-lun"));
+  EXPECT_EQ(sent("upper-lun", "queue_if_no_path"), 0U);
+  EXPECT_EQ(callsOf("create"), 0U);
+  EXPECT_EQ(callsOf("load"), 0U);
+  EXPECT_EQ(callsOf("rename"), 1U);
+
+  // Its paths are checked under the new name.
+  tur_.setDown("sda", false);
+  ASSERT_TRUE(runUntil([&] { return queueing("upper-lun"); }));
+  ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "degraded"; }));
 }
 
 TEST_F(DaemonQueueingTest, TheAdminsHoldAndSelectorFollowTheMapThroughARename) {
@@ -1215,12 +1229,11 @@ TEST_F(DaemonQueueingTest, TheAdminsHoldAndSelectorFollowTheMapThroughARename) {
   }));
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
   ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
-  renameUpperInTheConfiguration();
-  runFor(500ms); // the passes the reload asked for are over
+  runFor(500ms); // the passes the commands asked for are over
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
 
-  // The rename the log advises is the same kernel map: the hold and the
-  // selector, set on its old name, stay on it.
-  renameInKernel(kUpper, "upper-lun");
+  // The hold and the selector, set on its old name, are the kernel map's.
+  renameUpperInTheConfiguration();
   ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "ok"; }));
   EXPECT_EQ(publishedNoPathRetry("upper-lun"), "disabled");
   const std::string holds = readFile(root_ / "run/admin-holds");
@@ -1229,30 +1242,61 @@ TEST_F(DaemonQueueingTest, TheAdminsHoldAndSelectorFollowTheMapThroughARename) {
   runFor(1500ms); // the passes and checks that follow leave it alone
   EXPECT_FALSE(queueing("upper-lun"));
   EXPECT_EQ(sent("upper-lun", "queue_if_no_path"), 0U);
-  EXPECT_EQ(callsMatching("load upper-lun"), 0U) << "its table keeps the admin's selector";
+  EXPECT_EQ(callsOf("load"), 0U) << "its table keeps the admin's selector";
   EXPECT_NE(dm_.with([](FakeDeviceMapper &fake) { return fake.maps.at("upper-lun").params; })
                 .find("queue-length"),
             std::string::npos);
 }
 
-TEST_F(DaemonQueueingTest, ARunOutCountFollowsTheMapThroughARename) {
+TEST_F(DaemonQueueingTest, AMapTheAdminRenamesGoesBackToItsConfiguredNameWithItsHold) {
   startCounting();
-  tur_.setDown("sda", true);
-  tur_.setDown("sdb", true);
-  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "expired"; }));
-  ASSERT_FALSE(queueing(kUpper));
-  renameUpperInTheConfiguration();
-  EXPECT_EQ(publishedNoPathRetry(kUpper), "expired");
-  runFor(500ms); // the passes the reload asked for are over
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  runFor(500ms);
 
-  // Renamed with no path back: the count that ran out is the map's, and a
-  // pass that took it for a new map would queue its I/O again.
+  // dmsetup rename with the configuration unchanged: owner mode keeps the
+  // configuration's names, and the map's hold stays with it both ways.
   renameInKernel(kUpper, "upper-lun");
-  ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "down"; }));
-  EXPECT_EQ(publishedNoPathRetry("upper-lun"), "expired");
+  ASSERT_TRUE(runUntil([&] { return inKernel(kUpper); }));
+  EXPECT_FALSE(inKernel("upper-lun"));
+  EXPECT_EQ(callsMatching("rename upper-lun xserve-upper"), 1U);
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "disabled"; }));
+  EXPECT_EQ(publishedMapState("upper-lun"), "");
   runFor(1500ms);
-  EXPECT_FALSE(queueing("upper-lun"));
-  EXPECT_EQ(sent("upper-lun", "queue_if_no_path"), 0U);
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+  EXPECT_EQ(callsOf("create"), 0U);
+  const std::string holds = readFile(root_ / "run/admin-holds");
+  EXPECT_NE(holds.find("disable-queueing xserve-upper\n"), std::string::npos) << holds;
+  EXPECT_EQ(holds.find("upper-lun"), std::string::npos) << holds;
+}
+
+TEST_F(DaemonQueueingTest, AFailedRenameLeavesTheMapStaleAndALaterPassRenamesIt) {
+  startCounting();
+  dm_.with([](FakeDeviceMapper &fake) { fake.failures["rename"] = 1; });
+  renameUpperInTheConfiguration();
+  ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper) == "stale"; }));
+  EXPECT_EQ(callsMatching("rename xserve-upper upper-lun"), 1U);
+  EXPECT_EQ(callsMatching("create upper-lun"), 0U) << "its WWID is mapped: the kernel refuses";
+  EXPECT_EQ(publishedMapState("upper-lun"), "");
+
+  ASSERT_TRUE(daemon_->rescan().has_value());
+  ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "ok"; }));
+  EXPECT_EQ(publishedMapState(kUpper), "");
+  EXPECT_EQ(callsMatching("rename xserve-upper upper-lun"), 2U);
+}
+
+TEST_F(DaemonQueueingTest, ANameTakenByAnotherDeviceIsNotRenamedOnto) {
+  startCounting();
+  dm_.with([](FakeDeviceMapper &fake) {
+    fake.seed("upper-lun", "LVM-somebody-elses", "0 2048 linear 8:64 0");
+  });
+  renameUpperInTheConfiguration();
+  ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper) == "stale"; }));
+  runFor(500ms);
+  EXPECT_EQ(callsOf("rename"), 0U) << "the name was looked up first";
+  EXPECT_EQ(dm_.with([](FakeDeviceMapper &fake) { return fake.maps.at("upper-lun").uuid; }),
+            "LVM-somebody-elses");
 }
 
 TEST_F(DaemonQueueingTest, ADmsetupRemoveOfAStaleMapEndsItAtOnce) {
@@ -1298,7 +1342,6 @@ TEST_F(DaemonQueueingTest, AMapRemovedAndMadeAgainUnderAnotherNameIsANewMap) {
   startCounting();
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
   ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
-  renameUpperInTheConfiguration();
   // No pass under way: one reading the maps between the change below and
   // its events would see what a rename looks like, as pathkeeperd would.
   ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
@@ -1322,10 +1365,13 @@ TEST_F(DaemonQueueingTest, AMapRemovedAndMadeAgainUnderAnotherNameIsANewMap) {
   made.dmName = "mpatha";
   events_->send(std::move(removed));
   events_->send(std::move(made));
-  ASSERT_TRUE(runUntil([&] { return publishedMapState("mpatha") == "stale"; }));
-  EXPECT_EQ(publishedMapState(kUpper), "");
+  // It takes the configured name, as a new map: the old one's hold ended
+  // with it, and its count starts afresh.
+  ASSERT_TRUE(runUntil([&] { return inKernel(kUpper); }));
+  EXPECT_FALSE(inKernel("mpatha"));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "2"; }));
   EXPECT_EQ(readFile(root_ / "run/admin-holds").find("disable-queueing"), std::string::npos);
-  EXPECT_NE(publishedNoPathRetry("mpatha"), "disabled");
+  EXPECT_EQ(publishedMapState("mpatha"), "");
 }
 
 TEST_F(DaemonQueueingTest, TwoMapsSwappedByRenamesKeepTheirOwnHolds) {

@@ -166,6 +166,7 @@ pd_owner() {
 
     pd_flapping "$sd_u" "$dev_u"
     pd_sighup_bad_config
+    pd_alias_rename
     pd_kill9_adoption "$daemon"
     pd_udev_stalled "$sd_u" "$dev_u" "$sd_l" "$dev_l"
     pd_no_path_retry
@@ -223,6 +224,61 @@ pd_sighup_bad_config() {
     lab_check "xserve-upper was not touched (event and fail counts $ev_before)" \
         test "$(pd_event_nr xserve-upper) $(pd_fail_counts xserve-upper)" = "$ev_before"
     cp "$PD_CONF.good" "$PD_CONF"
+}
+
+# pd_dm_identity MAP: "major minor uuid" of a device-mapper device.
+pd_dm_identity() { dmsetup info -c --noheadings --separator ' ' -o major,minor,uuid "$1"; }
+
+# An alias changed in the configuration renames the kernel's map, as
+# multipathd does: same device, same table, open I/O undisturbed, udev's
+# /dev/mapper node moved. A dmsetup rename of a planned map is undone.
+pd_alias_rename() {
+    lab_step "daemon 6b: an alias changed in the configuration renames the map"
+    local ident table mark reader rc=0
+    ident=$(pd_dm_identity xserve-upper)
+    table=$(dmsetup table xserve-upper)
+    mark=$(wc -l <"$PD_LOG")
+    # A reader that has the map open across the rename.
+    dd if=/dev/mapper/xserve-upper of=/dev/null bs=64k count=2048 iflag=direct status=none \
+        2>"$LAB_RUN/dd-rename.err" &
+    reader=$!
+    cp "$PD_CONF" "$PD_CONF.good"
+    sed -i 's/^alias = "xserve-upper"$/alias = "xserve-top"/' "$PD_CONF"
+    lab_check "the configuration names the upper map xserve-top" grep -q '^alias = "xserve-top"$' "$PD_CONF"
+    kill -HUP "$PD_PID"
+    lab_wait 30 "udev made /dev/mapper/xserve-top" test -b /dev/mapper/xserve-top
+    lab_wait 30 "/dev/mapper/xserve-upper is gone" not test -e /dev/mapper/xserve-upper
+    lab_check "xserve-top is the same kernel device ($ident)" test "$(pd_dm_identity xserve-top)" = "$ident"
+    lab_check "xserve-top has the same table" test "$(dmsetup table xserve-top)" = "$table"
+    lab_check "pathkeeperd logged the rename" \
+        pd_log_after_has "$mark" "map xserve-upper renamed to xserve-top, the name the configuration gives it"
+    lab_check "pathkeeperd neither created nor reloaded a map for it" \
+        not pd_log_after_has "$mark" "create xserve-top\|reload xserve-top\|map xserve-top created"
+    lab_wait 30 "the published state: xserve-top, ok" \
+        jq -e '.maps[] | select(.alias == "xserve-top") | .state == "ok"' "$PD_STATE"
+    wait "$reader" || rc=$?
+    lab_log "the reader exited $rc: $(tr '\n' ' ' <"$LAB_RUN/dd-rename.err")"
+    lab_check "the read across the rename completed" test "$rc" -eq 0
+
+    # dmsetup rename with the configuration unchanged: its uevent starts a
+    # pass, which names the map as configured again.
+    mark=$(wc -l <"$PD_LOG")
+    udevadm settle
+    lab_check "dmsetup rename xserve-top xserve-by-hand" dmsetup rename xserve-top xserve-by-hand
+    lab_wait 30 "pathkeeperd renamed it back" \
+        pd_log_after_has "$mark" "map xserve-by-hand renamed to xserve-top, the name the configuration gives it"
+    lab_wait 30 "udev made /dev/mapper/xserve-top again" test -b /dev/mapper/xserve-top
+    lab_wait 30 "/dev/mapper/xserve-by-hand is gone" not test -e /dev/mapper/xserve-by-hand
+    lab_check "the same kernel device still" test "$(pd_dm_identity xserve-top)" = "$ident"
+    lab_check "pathkeeperd saw the admin's rename" \
+        pd_log_after_has "$mark" "map xserve-top: renamed to xserve-by-hand in the kernel"
+
+    cp "$PD_CONF.good" "$PD_CONF"
+    kill -HUP "$PD_PID"
+    lab_wait 30 "back to /dev/mapper/xserve-upper" test -b /dev/mapper/xserve-upper
+    lab_check "xserve-upper is the same kernel device" test "$(pd_dm_identity xserve-upper)" = "$ident"
+    lab_wait 30 "the published state: xserve-upper and xserve-lower only" \
+        jq -e '[.maps[].alias] | sort == ["xserve-lower", "xserve-upper"]' "$PD_STATE"
 }
 
 # kill -9 during a burst of reloads: nothing is left suspended, and a new
