@@ -1881,10 +1881,20 @@ void Daemon::renameThenReconcile(std::vector<Action> renames, std::string why) {
         }
         return [this, outcomes = std::move(outcomes), live = std::move(live),
                 readError = std::move(readError), why = std::move(why)] {
+          // One old name -> new name per map, a swap's steps through a
+          // temporary name composed: moveMapState moves them all at once.
           MapRenames done;
           for (const auto &outcome : outcomes) {
-            if (outcome.ok) {
-              done.emplace(outcome.action.oldName, outcome.action.map);
+            if (!outcome.ok) {
+              continue;
+            }
+            const Action &rename = outcome.action;
+            auto earlier = std::ranges::find_if(
+                done, [&](const auto &entry) { return entry.second == rename.oldName; });
+            if (earlier != done.end()) {
+              earlier->second = rename.map;
+            } else {
+              done.emplace(rename.oldName, rename.map);
             }
           }
           moveMapState(done);
@@ -1930,6 +1940,11 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
                    {{"MAP", action.map}});
     } else if (!outcome.ok) {
       log::error(fmt::format("{}: {}", action.describe(), outcome.error), {{"MAP", action.map}});
+    } else if (action.kind == ActionKind::Rename && action.map.ends_with(kSwapSuffix)) {
+      log::info(fmt::format("map {} renamed to {} for a moment: another map's alias in the "
+                            "configuration is its name",
+                            action.oldName, action.map),
+                {{"MAP", action.map}, {"OLD_MAP", action.oldName}});
     } else if (action.kind == ActionKind::Rename) {
       // moveMapState has moved its state already.
       log::write(

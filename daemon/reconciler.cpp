@@ -458,28 +458,52 @@ std::vector<Action> planRenames(const std::vector<selector::PlannedMap> &desired
     }
   }
   std::vector<Action> renames;
-  for (bool progress = true; progress && !waiting.empty();) {
-    progress = false;
-    for (auto it = waiting.begin(); it != waiting.end();) {
-      const selector::MapSpec &spec = **it;
-      if (names.contains(spec.alias)) {
-        ++it;
-        continue;
+  const auto renameTo = [&](std::string &current, const std::string &name) {
+    Action rename;
+    rename.kind = ActionKind::Rename;
+    rename.map = name;
+    rename.oldName = current;
+    names.erase(current);
+    names.insert(name);
+    current = name;
+    renames.push_back(std::move(rename));
+  };
+  for (;;) {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (auto it = waiting.begin(); it != waiting.end();) {
+        if (names.contains((*it)->alias)) {
+          ++it;
+          continue;
+        }
+        renameTo(nameOfUuid.at((*it)->dmUuid()), (*it)->alias);
+        it = waiting.erase(it);
+        progress = true;
       }
-      std::string &current = nameOfUuid.at(spec.dmUuid());
-      Action rename;
-      rename.kind = ActionKind::Rename;
-      rename.map = spec.alias;
-      rename.oldName = current;
-      names.erase(current);
-      names.insert(spec.alias);
-      current = spec.alias;
-      renames.push_back(std::move(rename));
-      it = waiting.erase(it);
-      progress = true;
     }
+    // Stalled: every name wanted is taken. One taken by a map that waits
+    // to move too is a cycle (two aliases swapped): that map steps aside
+    // to a free temporary name, which frees the name and ends the cycle.
+    const selector::MapSpec *aside = nullptr;
+    for (const auto *wanting : waiting) {
+      auto holder = std::ranges::find_if(waiting, [&](const selector::MapSpec *other) {
+        return nameOfUuid.at(other->dmUuid()) == wanting->alias;
+      });
+      if (holder != waiting.end()) {
+        aside = *holder;
+        break;
+      }
+    }
+    if (aside == nullptr) {
+      return renames; // what is left waits for names other devices hold
+    }
+    std::string &current = nameOfUuid.at(aside->dmUuid());
+    std::string temporary = current + std::string(kSwapSuffix);
+    while (names.contains(temporary)) {
+      temporary += "_";
+    }
+    renameTo(current, temporary);
   }
-  return renames;
 }
 
 LiveMap makeLiveMap(DmMapInfo info, const std::vector<DmTargetLine> &table,

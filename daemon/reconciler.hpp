@@ -158,11 +158,16 @@ struct ReconcilePlan {
 /// live ones by DM UUID as well as by alias, since multipathd names them.
 ReconcilePlan planReconcile(const ReconcileInput &input);
 
+/// @brief The suffix of the temporary name a map steps aside to in a swap.
+inline constexpr std::string_view kSwapSuffix = ".pathkeeper-swap";
+
 /// @brief Owner mode: the renames that put every planned map whose DM UUID is
 /// live under another name onto its planned alias. A rename is planned only
 /// into a name no map has (counting the renames before it), so a chain
-/// (a to b, b to c) comes out in the order that works; names that would
-/// only swap are left for planReconcile to refuse.
+/// (a to b, b to c) comes out in the order that works, and a cycle (two
+/// aliases swapped) goes through a temporary name ("<name>.pathkeeper-swap").
+/// A name held by a map or device that is not planned elsewhere is never
+/// taken: that map waits, and planReconcile refuses it.
 std::vector<Action> planRenames(const std::vector<selector::PlannedMap> &desired,
                                 const std::vector<LiveMap> &live);
 

@@ -13,6 +13,7 @@
 
 #include "daemon.hpp"
 
+#include "admin_holds.hpp"
 #include "closing_portal.hpp"
 #include "fake_device_mapper.hpp"
 #include "text.hpp"
@@ -837,13 +838,40 @@ protected:
     renamed.dmName = to;
     events_->send(std::move(renamed));
   }
-  /// The upper map planned as "upper-lun" from now on (a SIGHUP's reload).
-  void renameUpperInTheConfiguration() {
+  /// The configuration file names the upper map "upper-lun".
+  void aliasUpperInTheConfigurationFile() {
     std::string config = readFile(root_ / "pathkeeper.conf");
     const std::string old = "alias = \"xserve-upper\"";
     config.replace(config.find(old), old.size(), "alias = \"upper-lun\"");
     writeFile(root_ / "pathkeeper.conf", config);
+  }
+  /// The upper map planned as "upper-lun" from now on (a SIGHUP's reload).
+  void renameUpperInTheConfiguration() {
+    aliasUpperInTheConfigurationFile();
     ASSERT_TRUE(daemon_->reconfigure().has_value());
+  }
+  /// The kernel's maps changed while no daemon ran.
+  void whileStopped(const std::function<void(FakeDeviceMapper &)> &change) {
+    daemon_.reset();
+    dm_.with([&](FakeDeviceMapper &fake) {
+      change(fake);
+      fake.calls.clear();
+    });
+  }
+  static void renameIn(FakeDeviceMapper &fake, const std::string &from, const std::string &to) {
+    auto node = fake.maps.extract(from);
+    node.key() = to;
+    fake.maps.insert(std::move(node));
+  }
+  /// The maps whose queueing the holds file says the admin disabled.
+  [[nodiscard]] std::set<std::string, std::less<>> heldInFile() {
+    std::vector<std::string> problems;
+    auto holds = parseAdminHolds(readFile(root_ / "run/admin-holds"), problems);
+    EXPECT_THAT(problems, ::testing::IsEmpty());
+    return holds.queueingDisabled;
+  }
+  [[nodiscard]] std::string uuidOf(const std::string &map) {
+    return dm_.with([&](FakeDeviceMapper &fake) { return fake.maps.at(map).uuid; });
   }
   [[nodiscard]] bool inKernel(const std::string &name) {
     return dm_.with([&](FakeDeviceMapper &fake) { return fake.maps.contains(name); });
@@ -1374,15 +1402,16 @@ TEST_F(DaemonQueueingTest, AMapRemovedAndMadeAgainUnderAnotherNameIsANewMap) {
   EXPECT_EQ(publishedMapState("mpatha"), "");
 }
 
-TEST_F(DaemonQueueingTest, TwoMapsSwappedByRenamesKeepTheirOwnHolds) {
+TEST_F(DaemonQueueingTest, TwoMapsSwappedByRenamesAreSwappedBackWithTheirOwnHolds) {
   startCounting();
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
   ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
   runFor(500ms);
 
   // A script swaps the names through a third one, all before a pass reads
-  // the maps again: the hold stays with the upper LUN's map, now named
-  // xserve-lower.
+  // the maps again: the hold stays with the upper LUN's map, which the
+  // pass swaps back through a temporary name, as the configuration names
+  // them.
   std::string upperUuid;
   dm_.with([&](FakeDeviceMapper &fake) {
     upperUuid = fake.maps.at(kUpper).uuid;
@@ -1393,15 +1422,18 @@ TEST_F(DaemonQueueingTest, TwoMapsSwappedByRenamesKeepTheirOwnHolds) {
     fake.maps.insert(std::move(upper));
     fake.maps.insert(std::move(lower));
   });
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
   ASSERT_TRUE(daemon_->rescan().has_value());
-  ASSERT_TRUE(runUntil([&] {
-    return readFile(root_ / "run/admin-holds").find("disable-queueing xserve-lower") !=
-           std::string::npos;
-  }));
-  EXPECT_EQ(readFile(root_ / "run/admin-holds").find("disable-queueing xserve-upper"),
-            std::string::npos);
-  EXPECT_EQ(dm_.with([&](FakeDeviceMapper &fake) { return fake.maps.at(kLower).uuid; }), upperUuid);
-  EXPECT_FALSE(queueing(kLower));
+  ASSERT_TRUE(runUntil([&] { return callsOf("rename") == 3U && !daemon_->reconciling(); }));
+  EXPECT_EQ(uuidOf(kUpper), upperUuid);
+  EXPECT_THAT(heldInFile(), ::testing::ElementsAre(kUpper));
+  runFor(1500ms);
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_TRUE(queueing(kLower));
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+  EXPECT_EQ(callsOf("rename"), 3U);
+  EXPECT_EQ(callsOf("create"), 0U);
+  EXPECT_EQ(callsOf("load"), 0U);
 }
 
 TEST_F(DaemonQueueingTest, TheAdminsSelectorEndsWithTheMap) {

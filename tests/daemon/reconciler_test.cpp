@@ -672,12 +672,50 @@ TEST(Renames, AChainComesOutInTheOrderThatWorks) {
   EXPECT_EQ(h.dm.maps.at("xserve-lower").uuid, lower.dmUuid());
 }
 
-TEST(Renames, ASwapIsLeftAlone) {
+TEST(Renames, ASwapGoesThroughATemporaryName) {
   Harness h;
   auto lower = lowerSpec();
   h.dm.seed("xserve-lower", kUuid, planned(upperSpec()).table);
   h.dm.seed("xserve-upper", lower.dmUuid(), planned(lower).table);
+  h.dm.seed("xserve-upper.pathkeeper-swap", "LVM-in-the-way", "0 1024 linear 8:0 0");
   const std::vector<PlannedMap> desired{planned(upperSpec()), planned(lower)};
+  auto live = readLiveMaps(h.dm);
+  live.push_back(makeLiveMap(*h.dm.info("xserve-upper.pathkeeper-swap"),
+                             *h.dm.table("xserve-upper.pathkeeper-swap"),
+                             *h.dm.status("xserve-upper.pathkeeper-swap")));
+  auto renames = planRenames(desired, live);
+  EXPECT_THAT(renamesOf(renames), ElementsAre("xserve-upper to xserve-upper.pathkeeper-swap_",
+                                              "xserve-lower to xserve-upper",
+                                              "xserve-upper.pathkeeper-swap_ to xserve-lower"));
+  auto outcomes = applyActions(renames, h.dm);
+  EXPECT_TRUE(std::ranges::all_of(outcomes, [](const auto &o) { return o.ok; }));
+  EXPECT_EQ(h.dm.maps.at("xserve-upper").uuid, kUuid);
+  EXPECT_EQ(h.dm.maps.at("xserve-lower").uuid, lower.dmUuid());
+  EXPECT_EQ(h.dm.maps.at("xserve-upper.pathkeeper-swap").uuid, "LVM-in-the-way");
+  EXPECT_EQ(h.dm.maps.size(), 3U);
+}
+
+TEST(Renames, ACycleOfThreeTakesOneStepAside) {
+  Harness h;
+  auto lower = lowerSpec();
+  auto third = upperSpec();
+  third.alias = "xserve-third";
+  third.wwid = "36001405ccccccccccccccccccccccccc";
+  third.groups[0].paths = {path(80), path(96)};
+  // upper is live as "xserve-third", lower as "xserve-upper", third as
+  // "xserve-lower": each wants the name another has.
+  h.dm.seed("xserve-third", kUuid, planned(upperSpec()).table);
+  h.dm.seed("xserve-upper", lower.dmUuid(), planned(lower).table);
+  h.dm.seed("xserve-lower", third.dmUuid(), planned(third).table);
+  const std::vector<PlannedMap> desired{planned(upperSpec()), planned(lower), planned(third)};
+  auto renames = planRenames(desired, readLiveMaps(h.dm));
+  EXPECT_EQ(renames.size(), 4U);
+  auto outcomes = applyActions(renames, h.dm);
+  EXPECT_TRUE(std::ranges::all_of(outcomes, [](const auto &o) { return o.ok; }));
+  EXPECT_EQ(h.dm.maps.at("xserve-upper").uuid, kUuid);
+  EXPECT_EQ(h.dm.maps.at("xserve-lower").uuid, lower.dmUuid());
+  EXPECT_EQ(h.dm.maps.at("xserve-third").uuid, third.dmUuid());
+  EXPECT_EQ(h.dm.maps.size(), 3U);
   EXPECT_THAT(planRenames(desired, readLiveMaps(h.dm)), IsEmpty());
 }
 
