@@ -12,7 +12,11 @@ std::string renderAdminHolds(const AdminHolds &holds) {
     out += fmt::format("fail-path {} {}\n", device, identity);
   }
   for (const auto &map : holds.queueingDisabled) {
-    out += fmt::format("disable-queueing {}\n", map);
+    if (auto uuid = holds.mapUuids.find(map); uuid != holds.mapUuids.end()) {
+      out += fmt::format("disable-queueing-uuid {} {}\n", uuid->second, map);
+    } else {
+      out += fmt::format("disable-queueing {}\n", map);
+    }
   }
   return out;
 }
@@ -33,6 +37,18 @@ AdminHolds parseAdminHolds(std::string_view text, std::vector<std::string> &prob
       // The rest of the line: an alias may hold blanks.
       holds.queueingDisabled.insert(line.substr(kDisable.size()));
       continue;
+    }
+    constexpr std::string_view kDisableUuid = "disable-queueing-uuid ";
+    if (line.starts_with(kDisableUuid)) {
+      // A DM UUID has no blanks; the alias is the rest of the line.
+      const std::string rest = line.substr(kDisableUuid.size());
+      const auto blank = rest.find(' ');
+      if (blank != 0 && blank != std::string::npos && blank + 1 < rest.size()) {
+        std::string alias = rest.substr(blank + 1);
+        holds.mapUuids[alias] = rest.substr(0, blank);
+        holds.queueingDisabled.insert(std::move(alias));
+        continue;
+      }
     }
     std::vector<std::string> args;
     for (std::string word; words >> word;) {

@@ -12,11 +12,15 @@
 // One hold a line:
 //
 //   fail-path DEVICE DEVT WWID
-//   disable-queueing MAP
+//   disable-queueing-uuid DM_UUID MAP
+//   disable-queueing MAP             (written when the DM UUID is unknown,
+//                                     and by earlier versions; still read)
 //
 // A fail-path hold names the device's identity too, because the kernel reuses
 // sdX names: after the restart it applies only if DEVICE is still that
-// device. Pure text handling; the daemon reads and writes the file.
+// device. A disable-queueing hold names the map's DM UUID for the same
+// reason, and so that it follows a map renamed while the daemon was stopped.
+// Pure text handling; the daemon reads and writes the file.
 
 #include <map>
 #include <set>
@@ -30,6 +34,8 @@ struct AdminHolds {
   /// device -> identity ("DEVT WWID", as the daemon compares it).
   std::map<std::string, std::string> failedPaths;
   std::set<std::string, std::less<>> queueingDisabled; ///< map aliases
+  /// A held map's DM UUID, by alias, where known.
+  std::map<std::string, std::string, std::less<>> mapUuids;
 
   bool operator==(const AdminHolds &) const = default;
 };

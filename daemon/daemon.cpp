@@ -361,19 +361,43 @@ void Daemon::loadAdminHolds() {
     }
   }
   for (const auto &alias : holds.queueingDisabled) {
-    if (mode_ == selector::Mode::Owner && maps_.contains(alias)) {
-      queueingDisabled_.insert(alias);
+    // The hold is the kernel map's: found by its DM UUID where the file
+    // has it (a rename while the daemon was stopped; a name that another
+    // LUN's map has now), by its name otherwise.
+    const auto uuid = holds.mapUuids.find(alias);
+    std::string heldMap;
+    std::string why = "multipathd owns the maps now";
+    if (mode_ == selector::Mode::Owner) {
+      why = "the map is gone";
+      if (uuid == holds.mapUuids.end()) {
+        heldMap = maps_.contains(alias) ? alias : "";
+      } else if (auto map = std::ranges::find_if(
+                     maps_, [&](const auto &entry) { return entry.second.uuid == uuid->second; });
+                 map != maps_.end()) {
+        heldMap = map->first;
+      } else if (auto same = maps_.find(alias); same != maps_.end()) {
+        why = fmt::format("the name now belongs to another map (DM UUID {}, not {})",
+                          same->second.uuid, uuid->second);
+      }
+    }
+    if (heldMap.empty()) {
+      log::notice(fmt::format("map {}: the admin's disable-queueing from before this start ends: "
+                              "{}",
+                              alias, why),
+                  {{"MAP", alias}});
+      continue;
+    }
+    queueingDisabled_.insert(heldMap);
+    if (heldMap == alias) {
       log::notice(fmt::format("map {}: queueing still disabled by the admin (since before this "
                               "start), until restore-queueing",
                               alias),
                   {{"MAP", alias}});
     } else {
-      log::notice(fmt::format("map {}: the admin's disable-queueing from before this start ends: "
-                              "{}",
-                              alias,
-                              mode_ == selector::Mode::Owner ? "the map is gone"
-                                                             : "multipathd owns the maps now"),
-                  {{"MAP", alias}});
+      log::notice(fmt::format("map {}: renamed to {} while pathkeeperd was stopped; queueing "
+                              "still disabled by the admin, until restore-queueing",
+                              alias, heldMap),
+                  {{"MAP", heldMap}});
     }
   }
   saveAdminHolds();
@@ -386,6 +410,13 @@ void Daemon::saveAdminHolds() {
   AdminHolds holds;
   holds.failedPaths = adminFailed_;
   holds.queueingDisabled = queueingDisabled_;
+  for (const auto &alias : queueingDisabled_) {
+    for (const auto *known : {&maps_, &staleMaps_}) {
+      if (auto map = known->find(alias); map != known->end() && !map->second.uuid.empty()) {
+        holds.mapUuids[alias] = map->second.uuid;
+      }
+    }
+  }
   std::string text = renderAdminHolds(holds);
   if (text == savedHolds_) {
     return;

@@ -1030,8 +1030,7 @@ TEST_F(DaemonQueueingTest, DisableQueueingHoldsWhileTheMapHasNoPathInTheInventor
   // in the kernel (nothing is removed automatically).
   removeUpperDevices(false);
   EXPECT_EQ(publishedNoPathRetry(kUpper), "disabled");
-  EXPECT_NE(readFile(root_ / "run/admin-holds").find("disable-queueing " + std::string(kUpper)),
-            std::string::npos);
+  EXPECT_TRUE(heldInFile().contains(kUpper));
 
   // The LU is back: the hold still stands.
   sendBlockEvent(UdevEvent::Action::Add, "sda", "8:0");
@@ -1264,9 +1263,7 @@ TEST_F(DaemonQueueingTest, TheAdminsHoldAndSelectorFollowTheMapThroughARename) {
   renameUpperInTheConfiguration();
   ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "ok"; }));
   EXPECT_EQ(publishedNoPathRetry("upper-lun"), "disabled");
-  const std::string holds = readFile(root_ / "run/admin-holds");
-  EXPECT_NE(holds.find("disable-queueing upper-lun\n"), std::string::npos) << holds;
-  EXPECT_EQ(holds.find("disable-queueing xserve-upper"), std::string::npos) << holds;
+  EXPECT_THAT(heldInFile(), ::testing::ElementsAre("upper-lun"));
   runFor(1500ms); // the passes and checks that follow leave it alone
   EXPECT_FALSE(queueing("upper-lun"));
   EXPECT_EQ(sent("upper-lun", "queue_if_no_path"), 0U);
@@ -1294,9 +1291,92 @@ TEST_F(DaemonQueueingTest, AMapTheAdminRenamesGoesBackToItsConfiguredNameWithIts
   EXPECT_FALSE(queueing(kUpper));
   EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
   EXPECT_EQ(callsOf("create"), 0U);
+  EXPECT_THAT(heldInFile(), ::testing::ElementsAre(kUpper));
+}
+
+TEST_F(DaemonQueueingTest, AHoldFollowsAMapRenamedWhileTheDaemonWasStopped) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  const std::string upper = uuidOf(kUpper);
+  EXPECT_NE(readFile(root_ / "run/admin-holds")
+                .find("disable-queueing-uuid " + upper + " xserve-upper\n"),
+            std::string::npos);
+
+  // dmsetup rename while pathkeeperd is stopped: the file's DM UUID finds
+  // the map under its new name, and the first pass names it back.
+  whileStopped([](FakeDeviceMapper &fake) { renameIn(fake, kUpper, "upper-by-hand"); });
+  restart();
+  ASSERT_TRUE(runUntil([&] { return inKernel(kUpper); }));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "disabled"; }));
+  runFor(1500ms);
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+  EXPECT_EQ(sent("upper-by-hand", "queue_if_no_path"), 0U);
+  EXPECT_NE(readFile(root_ / "run/admin-holds")
+                .find("disable-queueing-uuid " + upper + " xserve-upper\n"),
+            std::string::npos);
+}
+
+TEST_F(DaemonQueueingTest, AHoldFollowsAnAliasChangedWhileTheDaemonWasStopped) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  whileStopped([](FakeDeviceMapper &) {});
+  aliasUpperInTheConfigurationFile();
+  restart();
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry("upper-lun") == "disabled"; }));
+  EXPECT_FALSE(inKernel(kUpper));
+  runFor(1500ms);
+  EXPECT_FALSE(queueing("upper-lun"));
+  EXPECT_EQ(sent("upper-lun", "queue_if_no_path"), 0U);
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
+}
+
+TEST_F(DaemonQueueingTest, AHoldFindsItsMapWhenAnotherHasItsNameAfterARestart) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  const std::string upper = uuidOf(kUpper);
+  const std::string lower = uuidOf(kLower);
+
+  // The lower LUN's map took the upper's name, which went elsewhere: the
+  // hold is the upper LUN's map's. The first pass renames both back, the
+  // lower one first.
+  whileStopped([](FakeDeviceMapper &fake) {
+    renameIn(fake, kUpper, "upper-by-hand");
+    renameIn(fake, kLower, kUpper);
+  });
+  restart();
+  ASSERT_TRUE(runUntil([&] { return inKernel(kUpper) && inKernel(kLower); }));
+  EXPECT_EQ(uuidOf(kUpper), upper);
+  EXPECT_EQ(uuidOf(kLower), lower);
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "disabled"; }));
+  runFor(1500ms);
+  EXPECT_FALSE(queueing(kUpper));
+  EXPECT_TRUE(queueing(kLower)) << "the hold is not the lower map's";
+  EXPECT_EQ(sent(kUpper, "queue_if_no_path"), 0U);
   const std::string holds = readFile(root_ / "run/admin-holds");
-  EXPECT_NE(holds.find("disable-queueing xserve-upper\n"), std::string::npos) << holds;
-  EXPECT_EQ(holds.find("upper-lun"), std::string::npos) << holds;
+  EXPECT_NE(holds.find("disable-queueing-uuid " + upper + " xserve-upper\n"), std::string::npos)
+      << holds;
+  EXPECT_EQ(holds.find(lower), std::string::npos) << holds;
+}
+
+TEST_F(DaemonQueueingTest, AHoldEndsWhenItsMapWentAndAnotherHasItsName) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  whileStopped([](FakeDeviceMapper &fake) {
+    fake.maps.erase(kUpper);
+    renameIn(fake, kLower, kUpper);
+  });
+  restart();
+  ASSERT_TRUE(runUntil([&] { return inKernel(kUpper) && inKernel(kLower); }));
+  // The upper LUN's map is made afresh: no hold, its count from the start.
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "2"; }));
+  EXPECT_TRUE(queueing(kUpper));
+  EXPECT_TRUE(queueing(kLower));
+  EXPECT_EQ(readFile(root_ / "run/admin-holds").find("disable-queueing"), std::string::npos);
 }
 
 TEST_F(DaemonQueueingTest, AFailedRenameLeavesTheMapStaleAndALaterPassRenamesIt) {
