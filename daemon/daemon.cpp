@@ -2182,6 +2182,13 @@ void Daemon::moveMapState(const MapRenames &renames) {
     return;
   }
   renameMaps(maps_, renames);
+  // Rebuilt with maps_ at the pass's end; a snapshot before then must find
+  // the maps it names.
+  for (auto &[device, alias] : mapOfDevice_) {
+    if (auto renamed = renames.find(alias); renamed != renames.end()) {
+      alias = renamed->second;
+    }
+  }
   renameMaps(staleMaps_, renames);
   renameMaps(selectorOverrides_, renames);
   noPathRetry_.rename(renames);

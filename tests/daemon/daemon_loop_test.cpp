@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -100,10 +101,30 @@ public:
     locked([&] { fake_.message(name, text); });
   }
   void rename(const std::string &name, const std::string &newName) override {
+    {
+      std::unique_lock gate(gateMutex_);
+      renameWaiting_ = true;
+      gate_.wait(gate, [this] { return !holdRenames_; });
+      renameWaiting_ = false;
+    }
     locked([&] { fake_.rename(name, newName); });
+  }
+  /// While held, a rename waits (on the dm worker's thread) before it runs.
+  void holdRenames(bool hold) {
+    std::lock_guard gate(gateMutex_);
+    holdRenames_ = hold;
+    gate_.notify_all();
+  }
+  [[nodiscard]] bool renameWaiting() {
+    std::lock_guard gate(gateMutex_);
+    return renameWaiting_;
   }
 
 private:
+  std::mutex gateMutex_;
+  std::condition_variable gate_;
+  bool holdRenames_ = false;
+  bool renameWaiting_ = false;
   std::mutex mutex_;
   FakeDeviceMapper fake_;
 };
@@ -261,6 +282,7 @@ protected:
   }
 
   void TearDown() override {
+    dm_.holdRenames(false); // a test that failed while it held them
     daemon_.reset();
     loop_.reset();
     std::error_code ec;
@@ -1294,6 +1316,28 @@ TEST_F(DaemonQueueingTest, AMapTheAdminRenamesGoesBackToItsConfiguredNameWithIts
   EXPECT_THAT(heldInFile(), ::testing::ElementsAre(kUpper));
 }
 
+TEST_F(DaemonQueueingTest, ASnapshotWhileARenameRunsNamesTheMapsAsTheyAreKnown) {
+  startCounting();
+  const auto mapOf = [](const StateSnapshot &snap, const std::string &device) {
+    auto path = std::ranges::find(snap.paths, device, &PathView::device);
+    return path == snap.paths.end() ? std::string("(no path)") : path->map;
+  };
+  // The pass has moved the map's state to the name the admin gave it and
+  // waits for its rename back: what is published meanwhile must hold
+  // together (a path named the map by its old name, which maps_ no longer
+  // had).
+  dm_.holdRenames(true);
+  renameInKernel(kUpper, "upper-lun");
+  ASSERT_TRUE(runUntil([&] { return dm_.renameWaiting(); }));
+  StateSnapshot during;
+  ASSERT_NO_THROW(during = daemon_->snapshot());
+  EXPECT_EQ(mapOf(during, "sda"), "upper-lun");
+  EXPECT_EQ(mapOf(during, "sdc"), kLower);
+  dm_.holdRenames(false);
+  ASSERT_TRUE(runUntil([&] { return inKernel(kUpper) && !daemon_->reconciling(); }));
+  EXPECT_EQ(mapOf(daemon_->snapshot(), "sda"), kUpper);
+}
+
 TEST_F(DaemonQueueingTest, AHoldFollowsAMapRenamedWhileTheDaemonWasStopped) {
   startCounting();
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
@@ -1381,17 +1425,23 @@ TEST_F(DaemonQueueingTest, AHoldEndsWhenItsMapWentAndAnotherHasItsName) {
 
 TEST_F(DaemonQueueingTest, AFailedRenameLeavesTheMapStaleAndALaterPassRenamesIt) {
   startCounting();
-  dm_.with([](FakeDeviceMapper &fake) { fake.failures["rename"] = 1; });
+  dm_.with([](FakeDeviceMapper &fake) { fake.failures["rename"] = 1000; });
   renameUpperInTheConfiguration();
   ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper) == "stale"; }));
-  EXPECT_EQ(callsMatching("rename xserve-upper upper-lun"), 1U);
+  ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
+  EXPECT_GE(callsMatching("rename xserve-upper upper-lun"), 1U);
   EXPECT_EQ(callsMatching("create upper-lun"), 0U) << "its WWID is mapped: the kernel refuses";
   EXPECT_EQ(publishedMapState("upper-lun"), "");
 
+  // The next pass, whatever starts it, tries again.
+  dm_.with([](FakeDeviceMapper &fake) {
+    fake.failures.clear();
+    fake.calls.clear();
+  });
   ASSERT_TRUE(daemon_->rescan().has_value());
   ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "ok"; }));
   EXPECT_EQ(publishedMapState(kUpper), "");
-  EXPECT_EQ(callsMatching("rename xserve-upper upper-lun"), 2U);
+  EXPECT_EQ(callsMatching("rename xserve-upper upper-lun"), 1U);
 }
 
 TEST_F(DaemonQueueingTest, ANameTakenByAnotherDeviceIsNotRenamedOnto) {
