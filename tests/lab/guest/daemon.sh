@@ -228,6 +228,13 @@ pd_sighup_bad_config() {
 
 # pd_dm_identity MAP: "major minor uuid" of a device-mapper device.
 pd_dm_identity() { dmsetup info -c --noheadings --separator ' ' -o major,minor,uuid "$1"; }
+pd_identity_is() { [[ $(pd_dm_identity "$1" 2>/dev/null) == "$2" ]]; }
+# pd_node_is MAP IDENTITY: /dev/mapper/MAP is the device IDENTITY names.
+pd_node_is() {
+    local maj min
+    read -r maj min _ <<<"$2"
+    [[ -b /dev/mapper/$1 && $(stat -L -c '%t %T' "/dev/mapper/$1") == "$(printf '%x %x' "$maj" "$min")" ]]
+}
 
 # An alias changed in the configuration renames the kernel's map, as
 # multipathd does: same device, same table, open I/O undisturbed, udev's
@@ -273,9 +280,25 @@ pd_alias_rename() {
     lab_check "pathkeeperd saw the admin's rename" \
         pd_log_after_has "$mark" "map xserve-top: renamed to xserve-by-hand in the kernel"
 
+    # The two aliases swapped: each name is the other map's, so one map
+    # steps aside to a temporary name.
+    local lower_ident
+    lower_ident=$(pd_dm_identity xserve-lower)
+    mark=$(wc -l <"$PD_LOG")
+    sed -i -e 's/^alias = "xserve-top"$/alias = "@upper@"/' -e 's/^alias = "xserve-lower"$/alias = "xserve-top"/' \
+        -e 's/^alias = "@upper@"$/alias = "xserve-lower"/' "$PD_CONF"
+    kill -HUP "$PD_PID"
+    lab_wait 30 "the upper LUN's map is xserve-lower" pd_identity_is xserve-lower "$ident"
+    lab_wait 30 "the lower LUN's map is xserve-top" pd_identity_is xserve-top "$lower_ident"
+    lab_check "one stepped aside through a temporary name" pd_log_after_has "$mark" "for a moment: another map's alias"
+    lab_check "no temporary name is left" not bash -c 'dmsetup ls | grep -q pathkeeper-swap'
+    lab_wait 30 "udev's /dev/mapper/xserve-lower is the upper LUN's map" pd_node_is xserve-lower "$ident"
+    lab_wait 30 "udev's /dev/mapper/xserve-top is the lower LUN's map" pd_node_is xserve-top "$lower_ident"
+
     cp "$PD_CONF.good" "$PD_CONF"
     kill -HUP "$PD_PID"
     lab_wait 30 "back to /dev/mapper/xserve-upper" test -b /dev/mapper/xserve-upper
+    lab_wait 30 "the lower LUN's map is xserve-lower again" pd_identity_is xserve-lower "$lower_ident"
     lab_check "xserve-upper is the same kernel device" test "$(pd_dm_identity xserve-upper)" = "$ident"
     lab_wait 30 "the published state: xserve-upper and xserve-lower only" \
         jq -e '[.maps[].alias] | sort == ["xserve-lower", "xserve-upper"]' "$PD_STATE"
