@@ -481,16 +481,26 @@ std::vector<Action> planRenames(const std::vector<selector::PlannedMap> &desired
         progress = true;
       }
     }
-    // Stalled: every name wanted is taken. One taken by a map that waits
-    // to move too is a cycle (two aliases swapped): that map steps aside
-    // to a free temporary name, which frees the name and ends the cycle.
+    // Stalled: every name wanted is taken. Where the holders of the wanted
+    // names, followed from one map, lead back to it, the maps form a cycle
+    // (two aliases swapped): the holder of its name steps aside to a free
+    // temporary name, which ends the cycle. A map whose chain ends at a
+    // name held by something else stays where it is.
+    const auto holderOf = [&](const std::string &name) -> const selector::MapSpec * {
+      auto holder = std::ranges::find_if(waiting, [&](const selector::MapSpec *other) {
+        return nameOfUuid.at(other->dmUuid()) == name;
+      });
+      return holder == waiting.end() ? nullptr : *holder;
+    };
     const selector::MapSpec *aside = nullptr;
     for (const auto *wanting : waiting) {
-      auto holder = std::ranges::find_if(waiting, [&](const selector::MapSpec *other) {
-        return nameOfUuid.at(other->dmUuid()) == wanting->alias;
-      });
-      if (holder != waiting.end()) {
-        aside = *holder;
+      const selector::MapSpec *step = holderOf(wanting->alias);
+      for (std::size_t hops = 0; step != nullptr && step != wanting && hops < waiting.size();
+           ++hops) {
+        step = holderOf(step->alias);
+      }
+      if (step == wanting) {
+        aside = holderOf(wanting->alias);
         break;
       }
     }

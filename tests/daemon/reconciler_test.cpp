@@ -695,6 +695,21 @@ TEST(Renames, ASwapGoesThroughATemporaryName) {
   EXPECT_EQ(h.dm.maps.size(), 3U);
 }
 
+TEST(Renames, AChainEndingAtANameHeldElsewhereIsNoCycle) {
+  // upper is live as "a" and wants "xserve-upper", which a stale map has;
+  // lower is live as "c" and wants "a". Nothing may step aside: upper
+  // would be left on a temporary name for good.
+  Harness h;
+  auto upper = upperSpec();
+  auto lower = lowerSpec();
+  lower.alias = "a";
+  h.dm.seed("a", kUuid, planned(upperSpec()).table);
+  h.dm.seed("c", lower.dmUuid(), planned(lower).table);
+  h.dm.seed("xserve-upper", "mpath-36001405ddd", planned(upperSpec()).table);
+  const std::vector<PlannedMap> desired{planned(upper), planned(lower)};
+  EXPECT_THAT(planRenames(desired, readLiveMaps(h.dm)), IsEmpty());
+}
+
 TEST(Renames, ACycleOfThreeTakesOneStepAside) {
   Harness h;
   auto lower = lowerSpec();
