@@ -1917,6 +1917,9 @@ void Daemon::renameThenReconcile(std::vector<Action> renames, std::string why) {
           MapRenames done;
           for (const auto &outcome : outcomes) {
             if (!outcome.ok) {
+              // No uevent of ours will come for it; one that does is
+              // somebody else's (the admin's rename, once the name is free).
+              lastCreates_.erase(outcome.action.map);
               continue;
             }
             const Action &rename = outcome.action;
@@ -2104,8 +2107,9 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
         std::ranges::find(desired, map.uuid, [](const auto &d) { return d.spec.dmUuid(); });
     const std::string cause =
         renamed != desired.end()
-            ? fmt::format("its WWID is planned as map {} now, and renaming it to that name "
-                          "failed; 'dmsetup rename {} {}' hands it over",
+            ? fmt::format("its WWID is planned as map {} now, and it is not renamed to that "
+                          "name while another device has it or the rename fails (see the log); "
+                          "'dmsetup rename {} {}' hands it over",
                           renamed->spec.alias, alias, renamed->spec.alias)
             : std::string("no planned map names it (are its devices gone?)");
     log::notice(

@@ -1326,6 +1326,8 @@ TEST_F(DaemonQueueingTest, ASnapshotWhileARenameRunsNamesTheMapsAsTheyAreKnown) 
   // waits for its rename back: what is published meanwhile must hold
   // together (a path named the map by its old name, which maps_ no longer
   // had).
+  runFor(500ms); // the passes of the start are over
+  ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
   dm_.holdRenames(true);
   renameInKernel(kUpper, "upper-lun");
   ASSERT_TRUE(runUntil([&] { return dm_.renameWaiting(); }));
@@ -1478,6 +1480,30 @@ TEST_F(DaemonQueueingTest, ADmsetupRemoveOfAStaleMapEndsItAtOnce) {
   EXPECT_EQ(readFile(root_ / "run/admin-holds").find("disable-queueing"), std::string::npos);
 }
 
+TEST_F(DaemonQueueingTest, TheAdminsRenameOntoANameFreedAfterAFailedRenameKeepsTheHold) {
+  startCounting();
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
+  dm_.with([](FakeDeviceMapper &fake) {
+    fake.seed("upper-lun", "LVM-somebody-elses", "0 2048 linear 8:64 0");
+  });
+  renameUpperInTheConfiguration();
+  ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper) == "stale"; }));
+  ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
+
+  // The other device goes, and the admin renames the map as the log
+  // advises: that is the admin's rename, not one of ours, and the map's
+  // hold goes with it.
+  dm_.with([](FakeDeviceMapper &fake) { fake.maps.erase("upper-lun"); });
+  renameInKernel(kUpper, "upper-lun");
+  ASSERT_TRUE(runUntil([&] { return publishedMapState("upper-lun") == "ok"; }));
+  EXPECT_EQ(publishedNoPathRetry("upper-lun"), "disabled");
+  runFor(1500ms);
+  EXPECT_FALSE(queueing("upper-lun"));
+  EXPECT_EQ(sent("upper-lun", "queue_if_no_path"), 0U);
+  EXPECT_THAT(heldInFile(), ::testing::ElementsAre("upper-lun"));
+}
+
 TEST_F(DaemonQueueingTest, AMapRemovedAndMadeAgainInOnePassIsANewMap) {
   startCounting();
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
@@ -1542,9 +1568,9 @@ TEST_F(DaemonQueueingTest, TwoMapsSwappedByRenamesAreSwappedBackWithTheirOwnHold
   // the maps again: the hold stays with the upper LUN's map, which the
   // pass swaps back through a temporary name, as the configuration names
   // them.
-  std::string upperUuid;
+  const std::string upperUuid = uuidOf(kUpper);
+  const std::string lowerUuid = uuidOf(kLower);
   dm_.with([&](FakeDeviceMapper &fake) {
-    upperUuid = fake.maps.at(kUpper).uuid;
     auto upper = fake.maps.extract(kUpper);
     auto lower = fake.maps.extract(kLower);
     upper.key() = kLower;
@@ -1556,6 +1582,7 @@ TEST_F(DaemonQueueingTest, TwoMapsSwappedByRenamesAreSwappedBackWithTheirOwnHold
   ASSERT_TRUE(daemon_->rescan().has_value());
   ASSERT_TRUE(runUntil([&] { return callsOf("rename") == 3U && !daemon_->reconciling(); }));
   EXPECT_EQ(uuidOf(kUpper), upperUuid);
+  EXPECT_EQ(uuidOf(kLower), lowerUuid);
   EXPECT_THAT(heldInFile(), ::testing::ElementsAre(kUpper));
   runFor(1500ms);
   EXPECT_FALSE(queueing(kUpper));
