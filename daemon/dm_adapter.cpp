@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <system_error>
 
 namespace pathkeeper::daemon {
@@ -460,7 +462,76 @@ void LibDevmapper::message(const std::string &name, const std::string &text) {
   }
 }
 
+namespace {
+
+/// The partition maps on @p parent (kpartx's, on the map's holders in sysfs):
+/// their names, where they start with the parent's name.
+std::vector<std::string> partitionMapsOf(const DmMapInfo &parent) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  std::error_code ec;
+  const fs::path holders = fmt::format("/sys/dev/block/{}/holders", parent.devt.str());
+  for (const auto &holder : fs::directory_iterator(holders, ec)) {
+    const auto read = [&](const char *what) {
+      std::ifstream in(holder.path() / "dm" / what);
+      std::string text;
+      std::getline(in, text);
+      return text;
+    };
+    const std::string uuid = read("uuid");
+    const std::string holderName = read("name");
+    if (uuid.starts_with("part") && uuid.ends_with("-" + parent.uuid) &&
+        holderName.size() > parent.name.size() && holderName.starts_with(parent.name)) {
+      names.push_back(holderName);
+    }
+  }
+  std::ranges::sort(names);
+  return names;
+}
+
+} // namespace
+
 void LibDevmapper::rename(const std::string &name, const std::string &newName) {
+  std::vector<std::pair<std::string, std::string>> moves; // partitions first
+  auto parent = info(name);
+  if (parent && !parent->uuid.empty()) {
+    for (const auto &part : partitionMapsOf(*parent)) {
+      moves.emplace_back(part, newName + part.substr(name.size()));
+    }
+  }
+  moves.emplace_back(name, newName);
+  // Every new name is looked up before any rename: Debian 12's 6.1 kernel
+  // corrupted its slab after a DM_DEVICE_RENAME it refused with EBUSY
+  // (a BUG in dm_ima_measure_on_device_remove when the device that had
+  // the name was removed later; VM lab), so never ask it to.
+  for (const auto &[from, to] : moves) {
+    if (auto taken = info(to)) {
+      throw std::system_error(
+          EBUSY, std::generic_category(),
+          fmt::format("device-mapper rename of {} to {}: the name is taken by another device "
+                      "(DM UUID '{}')",
+                      from, to, taken->uuid));
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> done; // renamed so far: new, old
+  try {
+    for (const auto &[from, to] : moves) {
+      renameOne(from, to);
+      done.emplace_back(to, from);
+    }
+  } catch (const std::exception &) {
+    for (const auto &[now, before] : done) {
+      try {
+        renameOne(now, before);
+      } catch (const std::exception &) {
+        // The first error is the one to report.
+      }
+    }
+    throw;
+  }
+}
+
+void LibDevmapper::renameOne(const std::string &name, const std::string &newName) {
   dmLog().clear();
   const std::string op = "rename to '" + newName + "' of";
   auto task = newTask(DM_DEVICE_RENAME, op, name);
@@ -468,9 +539,11 @@ void LibDevmapper::rename(const std::string &name, const std::string &newName) {
     throwDm(EINVAL, op, name);
   }
   // udev moves the /dev/mapper node and its by-id links (a rename is a
-  // "change" uevent with DM_COOKIE); the library must not race it.
-  if (int err = runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, op, name,
-                        nullptr, batchCookie());
+  // "change" uevent with DM_COOKIE); the library must not race it. Each
+  // rename waits for udev, outside any batch (as multipath-tools does): the
+  // next one (a partition, the other map of a swap) may take the name whose
+  // links udev is still moving.
+  if (int err = runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, op, name);
       err != 0) {
     throwDm(err, op, name);
   }

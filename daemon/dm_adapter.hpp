@@ -86,9 +86,13 @@ public:
   virtual void remove(const std::string &name, bool deferred) = 0;
   /// @brief Sends a target message (sector 0), e.g. "fail_path 8:16".
   virtual void message(const std::string &name, const std::string &text) = 0;
-  /// @brief Renames a map. The kernel keeps the device (its number, UUID,
-  /// table and open count), so I/O and holders are not disturbed; udev
-  /// moves the /dev/mapper node. Fails with EBUSY when @p newName is taken.
+  /// @brief Renames a map and its partition maps (kpartx's: DM UUID
+  /// "part<N>-<the map's UUID>", named the map's name and a suffix, which
+  /// they keep), the partitions first, as multipath-tools does. The kernel
+  /// keeps each device (its number, UUID, table and open count), so I/O and
+  /// holders are not disturbed; udev moves the /dev/mapper nodes. Fails
+  /// with EBUSY when a new name is taken; partitions already renamed are
+  /// then renamed back.
   virtual void rename(const std::string &name, const std::string &newName) = 0;
 
   /// @brief Replaces the live table: load, then one resume, in which the
@@ -106,7 +110,7 @@ public:
   std::chrono::microseconds reload(const std::string &name, std::uint64_t sizeSectors,
                                    const std::string &params);
 
-  /// @brief Starts a udev batch: create(), resume(), rename() and remove() no longer
+  /// @brief Starts a udev batch: create(), resume() and remove() no longer
   /// wait for udev one by one; endUdevBatch() waits once for all of them.
   /// Maps created in a batch exist (and take messages) at once; their
   /// /dev/mapper nodes and udev properties are there after endUdevBatch().
@@ -204,6 +208,8 @@ public:
 
 private:
   [[nodiscard]] std::uint32_t *batchCookie() { return batching_ ? &batchCookie_ : nullptr; }
+  /// One DM_DEVICE_RENAME.
+  void renameOne(const std::string &name, const std::string &newName);
 
   bool udevSync_;
   std::chrono::steady_clock::time_point resumeReturned_;

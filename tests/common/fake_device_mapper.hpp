@@ -195,16 +195,29 @@ public:
     step(deferred ? "remove-deferred" : "remove", name);
     maps.erase(name);
   }
-  /// dm_hash_rename: the device, its number and UUID stay; a taken name is EBUSY.
+  /// dm_hash_rename: the device, its number and UUID stay; a taken name is
+  /// EBUSY. Partition maps (DM UUID "part<N>-<the map's>") go with it, as
+  /// LibDevmapper::rename renames them.
   void rename(const std::string &name, const std::string &newName) override {
     step("rename", name + " " + newName);
-    mapOf(name);
-    if (maps.contains(newName)) {
-      throw std::system_error(EBUSY, std::generic_category(), "rename " + name + " " + newName);
+    const std::string uuid = mapOf(name).uuid;
+    std::map<std::string, std::string> moves{{name, newName}};
+    for (const auto &[part, map] : maps) {
+      if (!uuid.empty() && map.uuid.starts_with("part") && map.uuid.ends_with("-" + uuid) &&
+          part.size() > name.size() && part.starts_with(name)) {
+        moves.emplace(part, newName + part.substr(name.size()));
+      }
     }
-    auto node = maps.extract(name);
-    node.key() = newName;
-    maps.insert(std::move(node));
+    for (const auto &[from, to] : moves) {
+      if (maps.contains(to)) {
+        throw std::system_error(EBUSY, std::generic_category(), "rename " + from + " " + to);
+      }
+    }
+    for (const auto &[from, to] : moves) {
+      auto node = maps.extract(from);
+      node.key() = to;
+      maps.insert(std::move(node));
+    }
   }
   void message(const std::string &name, const std::string &text) override {
     step("message", name + " " + text);

@@ -767,6 +767,21 @@ TEST(Renames, ANameAnotherKindOfDeviceHasIsLookedUpNotRenamedOnto) {
   EXPECT_EQ(h.dm.maps.at("mpatha").uuid, kUuid);
 }
 
+TEST(Renames, PartitionMapsGoWithTheirMapAndKeepTheirSuffix) {
+  Harness h;
+  h.dm.seed("mpatha", kUuid, planned(upperSpec()).table);
+  h.dm.seed("mpatha-part1", "part1-" + kUuid, "0 1024 linear 253:0 2048");
+  h.dm.seed("mpatha-part2", "part2-" + kUuid, "0 1024 linear 253:0 4096");
+  h.dm.seed("mpathab", "mpath-36001405eee", planned(lowerSpec()).table);
+  auto outcomes = applyActions(planRenames({planned(upperSpec())}, readLiveMaps(h.dm)), h.dm);
+  ASSERT_EQ(outcomes.size(), 1U);
+  EXPECT_TRUE(outcomes[0].ok) << outcomes[0].error;
+  EXPECT_EQ(h.dm.maps.at("xserve-upper-part1").uuid, "part1-" + kUuid);
+  EXPECT_EQ(h.dm.maps.at("xserve-upper-part2").uuid, "part2-" + kUuid);
+  EXPECT_TRUE(h.dm.maps.contains("mpathab")) << "another map whose name starts alike stays";
+  EXPECT_FALSE(h.dm.maps.contains("mpatha-part1"));
+}
+
 TEST(Renames, TheKernelRefusesATakenName) {
   FakeDeviceMapper dm;
   dm.seed("mpatha", kUuid, planned(upperSpec()).table);

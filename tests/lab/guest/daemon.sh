@@ -244,6 +244,12 @@ pd_alias_rename() {
     local ident table mark reader rc=0
     ident=$(pd_dm_identity xserve-upper)
     table=$(dmsetup table xserve-upper)
+    # A partition map on it, as kpartx makes them: it goes with its map.
+    local puuid
+    puuid=part1-$(dmsetup info -c --noheadings -o uuid xserve-upper)
+    lab_check "a partition map xserve-upper-part1" dmsetup create xserve-upper-part1 --uuid "$puuid" \
+        --table "0 1024 linear $(dmsetup info -c --noheadings --separator : -o major,minor xserve-upper) 2048"
+    udevadm settle
     mark=$(wc -l <"$PD_LOG")
     # A reader that has the map open across the rename.
     dd if=/dev/mapper/xserve-upper of=/dev/null bs=64k count=2048 iflag=direct status=none \
@@ -257,7 +263,10 @@ pd_alias_rename() {
     lab_wait 30 "/dev/mapper/xserve-upper is gone" not test -e /dev/mapper/xserve-upper
     lab_check "xserve-top is the same kernel device ($ident)" test "$(pd_dm_identity xserve-top)" = "$ident"
     lab_check "xserve-top has the same table" test "$(dmsetup table xserve-top)" = "$table"
-    lab_check "pathkeeperd logged the rename" \
+    lab_check "its partition map is xserve-top-part1" \
+        test "$(dmsetup info -c --noheadings -o uuid xserve-top-part1)" = "$puuid"
+    lab_wait 30 "udev made /dev/mapper/xserve-top-part1" test -b /dev/mapper/xserve-top-part1
+    lab_wait 10 "pathkeeperd logged the rename" \
         pd_log_after_has "$mark" "map xserve-upper renamed to xserve-top, the name the configuration gives it"
     lab_check "pathkeeperd neither created nor reloaded a map for it" \
         not pd_log_after_has "$mark" "create xserve-top\|reload xserve-top\|map xserve-top created"
@@ -277,7 +286,7 @@ pd_alias_rename() {
     lab_wait 30 "udev made /dev/mapper/xserve-top again" test -b /dev/mapper/xserve-top
     lab_wait 30 "/dev/mapper/xserve-by-hand is gone" not test -e /dev/mapper/xserve-by-hand
     lab_check "the same kernel device still" test "$(pd_dm_identity xserve-top)" = "$ident"
-    lab_check "pathkeeperd saw the admin's rename" \
+    lab_wait 10 "pathkeeperd saw the admin's rename" \
         pd_log_after_has "$mark" "map xserve-top: renamed to xserve-by-hand in the kernel"
 
     # The two aliases swapped: each name is the other map's, so one map
@@ -290,7 +299,7 @@ pd_alias_rename() {
     kill -HUP "$PD_PID"
     lab_wait 30 "the upper LUN's map is xserve-lower" pd_identity_is xserve-lower "$ident"
     lab_wait 30 "the lower LUN's map is xserve-top" pd_identity_is xserve-top "$lower_ident"
-    lab_check "one stepped aside through a temporary name" pd_log_after_has "$mark" "for a moment: another map's alias"
+    lab_wait 10 "one stepped aside through a temporary name" pd_log_after_has "$mark" "for a moment: another map's alias"
     lab_check "no temporary name is left" not bash -c 'dmsetup ls | grep -q pathkeeper-swap'
     lab_wait 30 "udev's /dev/mapper/xserve-lower is the upper LUN's map" pd_node_is xserve-lower "$ident"
     lab_wait 30 "udev's /dev/mapper/xserve-top is the lower LUN's map" pd_node_is xserve-top "$lower_ident"
@@ -302,6 +311,12 @@ pd_alias_rename() {
     lab_check "xserve-upper is the same kernel device" test "$(pd_dm_identity xserve-upper)" = "$ident"
     lab_wait 30 "the published state: xserve-upper and xserve-lower only" \
         jq -e '[.maps[].alias] | sort == ["xserve-lower", "xserve-upper"]' "$PD_STATE"
+    lab_check "its partition map is xserve-upper-part1 again" \
+        test "$(dmsetup info -c --noheadings -o uuid xserve-upper-part1)" = "$puuid"
+    lab_check "no partition map under another name" \
+        test "$(dmsetup info -c --noheadings -o name,uuid | grep -c "$puuid")" -eq 1
+    udevadm settle
+    lab_check "dmsetup remove xserve-upper-part1" dmsetup remove --retry xserve-upper-part1
 }
 
 # kill -9 during a burst of reloads: nothing is left suspended, and a new
