@@ -500,10 +500,11 @@ void LibDevmapper::rename(const std::string &name, const std::string &newName) {
     }
   }
   moves.emplace_back(name, newName);
-  // Every new name is looked up before any rename: Debian 12's 6.1 kernel
-  // corrupted its slab after a DM_DEVICE_RENAME it refused with EBUSY
-  // (a BUG in dm_ima_measure_on_device_remove when the device that had
-  // the name was removed later; VM lab), so never ask it to.
+  // Every new name is looked up before any rename, so that a taken one
+  // fails here, before a partition has moved, and the kernel is never asked
+  // for a rename it must refuse: in the VM lab, Debian 12's 6.1 kernel hit
+  // a slab BUG in dm-ima (at a later remove) after renames, once with such
+  // a refusal among them (tests/lab/tools/dm_adapter_check.cpp, step 10c).
   for (const auto &[from, to] : moves) {
     if (auto taken = info(to)) {
       throw std::system_error(
