@@ -847,14 +847,18 @@ protected:
   }
   /// dmsetup rename @p from @p to: the kernel keeps the map (its UUID and
   /// device number) and sends a change event under the new name.
+  /// The kernel's map @p from is named @p to, with no event.
+  static void renameIn(FakeDeviceMapper &fake, const std::string &from, const std::string &to) {
+    auto node = fake.maps.extract(from);
+    node.key() = to;
+    fake.maps.insert(std::move(node));
+  }
   void renameInKernel(const std::string &from, const std::string &to) {
     DeviceEvent renamed = dmEvent(UdevEvent::Action::Change);
     dm_.with([&](FakeDeviceMapper &fake) {
-      auto node = fake.maps.extract(from);
-      renamed.dmUuid = node.mapped().uuid;
-      renamed.devnum = node.mapped().devt.str();
-      node.key() = to;
-      fake.maps.insert(std::move(node));
+      renamed.dmUuid = fake.maps.at(from).uuid;
+      renamed.devnum = fake.maps.at(from).devt.str();
+      renameIn(fake, from, to);
       fake.calls.clear();
     });
     renamed.dmName = to;
@@ -879,11 +883,6 @@ protected:
       change(fake);
       fake.calls.clear();
     });
-  }
-  static void renameIn(FakeDeviceMapper &fake, const std::string &from, const std::string &to) {
-    auto node = fake.maps.extract(from);
-    node.key() = to;
-    fake.maps.insert(std::move(node));
   }
   /// The maps whose queueing the holds file says the admin disabled.
   [[nodiscard]] std::set<std::string, std::less<>> heldInFile() {
