@@ -1984,10 +1984,16 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
       log::write(
           log::Level::Notice,
           fmt::format("map {} renamed to {}, the name the configuration gives it; its "
-                      "no_path_retry count, failback and selector set by the admin go with it{}",
+                      "no_path_retry count, failback and selector set by the admin go with it{}{}",
                       action.oldName, action.map,
                       queueingDisabled_.contains(action.map)
                           ? ", and so does the admin's disable-queueing"
+                          : "",
+                      outcome.reloadedFirst
+                          ? fmt::format(". Its table was loaded again first (I/O held {:.1f} "
+                                        "ms): its inactive table had been cleared, and renaming "
+                                        "such a map makes Linux's dm-ima corrupt memory",
+                                        static_cast<double>(outcome.held.count()) / 1000.0)
                           : ""),
           {{"MAP", action.map}, {"OLD_MAP", action.oldName}}, log::id::kMapRenamed);
     } else if (action.kind == ActionKind::Create) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <system_error>
 
 namespace pathkeeper::daemon {
@@ -385,6 +386,7 @@ void LibDevmapper::create(const std::string &name, const std::string &uuid,
       err != 0) {
     throwDm(err, "create", name);
   }
+  markCleared(infoOf(task.get(), name).devt, false);
 }
 
 void LibDevmapper::load(const std::string &name, std::uint64_t sizeSectors,
@@ -395,6 +397,7 @@ void LibDevmapper::load(const std::string &name, std::uint64_t sizeSectors,
   if (int err = runTask(task.get(), udevSync_, 0, false, "load", name); err != 0) {
     throwDm(err, "load", name);
   }
+  markCleared(infoOf(task.get(), name).devt, false);
 }
 
 void LibDevmapper::clearInactive(const std::string &name) {
@@ -403,6 +406,30 @@ void LibDevmapper::clearInactive(const std::string &name) {
   if (int err = runTask(task.get(), udevSync_, 0, false, "clear", name); err != 0) {
     throwDm(err, "clear", name);
   }
+  // Whether a table was there to drop, the ioctl does not say: assume so.
+  markCleared(infoOf(task.get(), name).devt, true);
+}
+
+void LibDevmapper::markCleared(selector::DevT devt, bool cleared) {
+  if (devt == selector::DevT{}) {
+    return;
+  }
+  const std::scoped_lock lock(clearedMutex_);
+  if (cleared) {
+    cleared_.insert(devt);
+  } else {
+    cleared_.erase(devt);
+  }
+}
+
+bool LibDevmapper::wasCleared(selector::DevT devt) {
+  const std::scoped_lock lock(clearedMutex_);
+  return cleared_.contains(devt);
+}
+
+bool LibDevmapper::anyCleared() {
+  const std::scoped_lock lock(clearedMutex_);
+  return !cleared_.empty();
 }
 
 void LibDevmapper::suspend(const std::string &name) {
@@ -434,6 +461,8 @@ void LibDevmapper::resume(const std::string &name) {
 }
 
 void LibDevmapper::remove(const std::string &name, bool deferred) {
+  // A cleared mark goes with its device (another device can get its number).
+  const auto gone = anyCleared() ? info(name) : std::nullopt;
   dmLog().clear();
   auto task = newTask(DM_DEVICE_REMOVE, "remove", name);
   if (deferred) {
@@ -446,6 +475,9 @@ void LibDevmapper::remove(const std::string &name, bool deferred) {
                         name, nullptr, batchCookie());
       err != 0) {
     throwDm(err, "remove", name);
+  }
+  if (gone && !deferred) {
+    markCleared(gone->devt, false);
   }
 }
 
@@ -491,7 +523,7 @@ std::vector<std::string> partitionMapsOf(const DmMapInfo &parent) {
 
 } // namespace
 
-void LibDevmapper::rename(const std::string &name, const std::string &newName) {
+RenameReport LibDevmapper::rename(const std::string &name, const std::string &newName) {
   std::vector<std::pair<std::string, std::string>> moves; // partitions first
   auto parent = info(name);
   if (parent && !parent->uuid.empty()) {
@@ -501,10 +533,7 @@ void LibDevmapper::rename(const std::string &name, const std::string &newName) {
   }
   moves.emplace_back(name, newName);
   // Every new name is looked up before any rename, so that a taken one
-  // fails here, before a partition has moved, and the kernel is never asked
-  // for a rename it must refuse: in the VM lab, Debian 12's 6.1 kernel hit
-  // a slab BUG in dm-ima (at a later remove) after renames, once with such
-  // a refusal among them (tests/lab/tools/dm_adapter_check.cpp, step 10c).
+  // fails here, before a partition has moved.
   for (const auto &[from, to] : moves) {
     if (auto taken = info(to)) {
       throw std::system_error(
@@ -512,6 +541,30 @@ void LibDevmapper::rename(const std::string &name, const std::string &newName) {
           fmt::format("device-mapper rename of {} to {}: the name is taken by another device "
                       "(DM UUID '{}')",
                       from, to, taken->uuid));
+    }
+  }
+  RenameReport report;
+  if (parent && wasCleared(parent->devt)) {
+    // dm-ima's shared record (see the header): a table load ends it, and
+    // the resume swaps that table in, so nothing is left inactive.
+    const auto live = table(name);
+    if (!live || live->size() != 1 || live->front().targetType != "multipath") {
+      throw std::system_error(
+          EINVAL, std::generic_category(),
+          fmt::format("device-mapper rename of {}: its inactive table was cleared, and Linux's "
+                      "dm-ima corrupts memory when such a map is renamed before a table load; "
+                      "its live table is not one multipath target to load again",
+                      name));
+    }
+    try {
+      report.reloadedFirst = reload(name, live->front().length, live->front().params);
+    } catch (const std::exception &e) {
+      throw std::system_error(
+          EIO, std::generic_category(),
+          fmt::format("device-mapper rename of {}: its inactive table was cleared, and Linux's "
+                      "dm-ima corrupts memory when such a map is renamed before a table load; "
+                      "loading its table again failed: {}",
+                      name, e.what()));
     }
   }
   std::vector<std::pair<std::string, std::string>> done; // renamed so far: new, old
@@ -530,6 +583,7 @@ void LibDevmapper::rename(const std::string &name, const std::string &newName) {
     }
     throw;
   }
+  return report;
 }
 
 void LibDevmapper::renameOne(const std::string &name, const std::string &newName) {

@@ -14,7 +14,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +38,14 @@ struct DmMapInfo {
   std::uint32_t eventNr = 0; ///< bumped by the kernel on every table event
   std::string targetType;    ///< the first target's type; "multipath" for ours
   bool operator==(const DmMapInfo &) const = default;
+};
+
+/// @brief What DeviceMapper::rename() did besides renaming.
+struct RenameReport {
+  /// Set when the map's table was reloaded (the same table) before the
+  /// rename, to keep the kernel safe (LibDevmapper::rename): how long new
+  /// I/O waited in that reload.
+  std::optional<std::chrono::microseconds> reloadedFirst;
 };
 
 /// @brief One target line of a table or status: "<start> <length> <type> <params>".
@@ -93,7 +103,7 @@ public:
   /// holders are not disturbed; udev moves the /dev/mapper nodes. Fails
   /// with EBUSY when a new name is taken; partitions already renamed are
   /// then renamed back.
-  virtual void rename(const std::string &name, const std::string &newName) = 0;
+  virtual RenameReport rename(const std::string &name, const std::string &newName) = 0;
 
   /// @brief Replaces the live table: load, then one resume, in which the
   /// kernel suspends the map (noflush), swaps the tables and resumes it, so
@@ -195,7 +205,16 @@ public:
   void resume(const std::string &name) override;
   void remove(const std::string &name, bool deferred) override;
   void message(const std::string &name, const std::string &text) override;
-  void rename(const std::string &name, const std::string &newName) override;
+  /// @brief Also works around a bug of Linux's dm-ima (added in 5.15; in
+  /// Debian 12's 6.1): a DM_TABLE_CLEAR that drops an inactive table leaves
+  /// the device's IMA record of its inactive table pointing at the active
+  /// one's; a rename frees the active one's and makes a new one, so the
+  /// next table load or the removal frees that memory a second time (slab
+  /// corruption, "kernel BUG at mm/slub.c"). A table load ends the
+  /// sharing. So a map whose inactive table this adapter cleared gets its
+  /// live table loaded again and resumed (a reload with the same table, its
+  /// current group included) before it is renamed; the report says so.
+  RenameReport rename(const std::string &name, const std::string &newName) override;
   [[nodiscard]] std::chrono::steady_clock::time_point resumeReturned() const override {
     return resumeReturned_;
   }
@@ -210,11 +229,20 @@ private:
   [[nodiscard]] std::uint32_t *batchCookie() { return batching_ ? &batchCookie_ : nullptr; }
   /// One DM_DEVICE_RENAME.
   void renameOne(const std::string &name, const std::string &newName);
+  /// Marks a device whose inactive table was cleared (@p cleared), or
+  /// forgets it (a table was loaded, or the device is gone); see rename().
+  void markCleared(selector::DevT devt, bool cleared);
+  [[nodiscard]] bool wasCleared(selector::DevT devt);
+  [[nodiscard]] bool anyCleared();
 
   bool udevSync_;
   std::chrono::steady_clock::time_point resumeReturned_;
   bool batching_ = false;
   std::uint32_t batchCookie_ = 0; ///< 0 until the batch's first cookie task
+  /// Devices whose inactive table was cleared since their last table load
+  /// (both workers use the adapter).
+  std::mutex clearedMutex_;
+  std::set<selector::DevT> cleared_;
 };
 
 } // namespace pathkeeper::daemon

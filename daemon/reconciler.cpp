@@ -629,7 +629,10 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
                           action.map, taken->uuid,
                           taken->targetType.empty() ? "none" : taken->targetType));
         }
-        dm.rename(action.oldName, action.map);
+        if (auto report = dm.rename(action.oldName, action.map); report.reloadedFirst) {
+          outcome.reloadedFirst = true;
+          held = *report.reloadedFirst;
+        }
         break;
       }
       outcome.ok = true;

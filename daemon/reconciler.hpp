@@ -191,6 +191,9 @@ struct ActionOutcome {
   /// the return of the resume ioctl (DeviceMapper::reload). New I/O waits
   /// that long; adaptive selection must keep it short.
   std::chrono::microseconds held{0};
+  /// Rename only: the map's table was reloaded (the same table) first, to
+  /// keep the kernel safe (LibDevmapper::rename); held is that reload's.
+  bool reloadedFirst = false;
 };
 
 /// @brief Executes the actions in order. A failure does not stop the other

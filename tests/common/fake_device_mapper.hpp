@@ -52,6 +52,9 @@ public:
   /// leaves the group in use with none, as the kernel does at the map's
   /// next I/O (an idle map keeps showing the old group).
   bool switchGroupOnFailure = false;
+  /// What rename() reports (LibDevmapper's reload before renaming a map it
+  /// cleared is its own, not the kernel's: a test says when it happened).
+  RenameReport renameReport;
   /// calls.size() at each beginUdevBatch() / endUdevBatch()
   std::vector<std::size_t> batchBegins;
   std::vector<std::size_t> batchEnds;
@@ -198,7 +201,7 @@ public:
   /// dm_hash_rename: the device, its number and UUID stay; a taken name is
   /// EBUSY. Partition maps (DM UUID "part<N>-<the map's>") go with it, as
   /// LibDevmapper::rename renames them.
-  void rename(const std::string &name, const std::string &newName) override {
+  RenameReport rename(const std::string &name, const std::string &newName) override {
     step("rename", name + " " + newName);
     const std::string uuid = mapOf(name).uuid;
     std::map<std::string, std::string> moves{{name, newName}};
@@ -218,6 +221,7 @@ public:
       node.key() = to;
       maps.insert(std::move(node));
     }
+    return renameReport;
   }
   void message(const std::string &name, const std::string &text) override {
     step("message", name + " " + text);

@@ -100,14 +100,14 @@ public:
   void message(const std::string &name, const std::string &text) override {
     locked([&] { fake_.message(name, text); });
   }
-  void rename(const std::string &name, const std::string &newName) override {
+  RenameReport rename(const std::string &name, const std::string &newName) override {
     {
       std::unique_lock gate(gateMutex_);
       renameWaiting_ = true;
       gate_.wait(gate, [this] { return !holdRenames_; });
       renameWaiting_ = false;
     }
-    locked([&] { fake_.rename(name, newName); });
+    return locked([&] { return fake_.rename(name, newName); });
   }
   /// While held, a rename waits (on the dm worker's thread) before it runs.
   void holdRenames(bool hold) {

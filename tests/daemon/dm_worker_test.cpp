@@ -50,8 +50,9 @@ public:
   void suspend(const std::string &name) override { record("suspend " + name); }
   void resume(const std::string &name) override { record("resume " + name); }
   void remove(const std::string &name, bool) override { record("remove " + name); }
-  void rename(const std::string &name, const std::string &newName) override {
+  RenameReport rename(const std::string &name, const std::string &newName) override {
     record("rename " + name + " " + newName);
+    return {};
   }
   void message(const std::string &name, const std::string &text) override {
     record("message " + name + " " + text);

@@ -631,6 +631,30 @@ TEST(Renames, AWwidMappedUnderAnotherNameIsRenamedAndKeepsItsDevice) {
   EXPECT_THAT(planRenames(desired, h.input.live), IsEmpty());
 }
 
+TEST(Renames, AReloadBeforeTheRenameIsReportedWithItsPause) {
+  // LibDevmapper reloads a map it cleared before renaming it (dm-ima); the
+  // outcome says so, with how long I/O was held, for the log.
+  Harness h;
+  h.dm.seed("mpatha", kUuid, planned(upperSpec()).table);
+  h.dm.renameReport.reloadedFirst = std::chrono::microseconds{1500};
+  const std::vector<PlannedMap> desired{planned(upperSpec())};
+  auto outcomes = applyActions(planRenames(desired, readLiveMaps(h.dm)), h.dm);
+  ASSERT_EQ(outcomes.size(), 1U);
+  ASSERT_TRUE(outcomes[0].ok) << outcomes[0].error;
+  EXPECT_TRUE(outcomes[0].reloadedFirst);
+  EXPECT_EQ(outcomes[0].held, std::chrono::microseconds{1500});
+
+  h.dm.renameReport = {};
+  Action back;
+  back.kind = ActionKind::Rename;
+  back.oldName = "xserve-upper";
+  back.map = "mpatha";
+  outcomes = applyActions({back}, h.dm);
+  ASSERT_TRUE(outcomes[0].ok) << outcomes[0].error;
+  EXPECT_FALSE(outcomes[0].reloadedFirst);
+  EXPECT_EQ(outcomes[0].held, std::chrono::microseconds{0});
+}
+
 TEST(Renames, NothingWhenEveryMapHasItsPlannedNameOrNoneIsLive) {
   Harness h;
   h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
