@@ -48,6 +48,15 @@ lab_wait() {
     lab_log "ok after $((SECONDS - start))s: $desc"
 }
 
+# lab_no_slab_reports: the kernel reported no slab corruption. The lab boots
+# with slub_debug=F on kmalloc-1k (tests/lab/lab), where Linux's dm-ima keeps
+# its records: a double free there is reported and not done.
+lab_no_slab_reports() {
+    if dmesg | grep -E 'BUG kmalloc|Object already free|kernel BUG at'; then
+        return 1
+    fi
+}
+
 # lab_poll SECS COMMAND...: like lab_wait without a check: polls every second
 # until COMMAND succeeds; returns 1, quietly, when time runs out.
 lab_poll() {

@@ -172,6 +172,7 @@ pd_owner() {
     pd_no_path_retry
     lab_check "pathkeeperd exits on SIGTERM" pd_stop
     lab_check "the maps stay after the daemon exits" pd_maps_present
+    lab_check "the kernel reported no slab corruption (renames, reloads, kill -9)" lab_no_slab_reports
     lab_save pathkeeperd.log "$PD_LOG"
 }
 

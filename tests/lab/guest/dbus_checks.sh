@@ -234,6 +234,7 @@ dc_run() {
 
     lab_step "dbus 4: export multipath-conf; multipathd 0.9.4 builds the same maps"
     lab_check "pathkeeperd exits on SIGTERM" pd_stop
+    lab_check "the kernel reported no slab corruption (renames, removals)" lab_no_slab_reports
     lab_save pathkeeperd.log "$PD_LOG"
     # udev may still be reading a map after step 3's path events (blkid).
     udevadm settle
