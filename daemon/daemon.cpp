@@ -1716,7 +1716,13 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
     // Renamed first, so that this pass, its per-map state and its plan all
     // see the maps under their planned names.
     if (!std::exchange(renamesTried_, true)) {
-      if (auto renames = planRenames(plan.maps, live); !renames.empty()) {
+      auto renames = planRenames(plan.maps, live);
+      // A failure no longer planned is forgotten: if it comes back, it is news.
+      std::erase_if(renameFailures_, [&](const auto &failure) {
+        return std::ranges::none_of(renames,
+                                    [&](const Action &r) { return r.map == failure.first; });
+      });
+      if (!renames.empty()) {
         renameThenReconcile(std::move(renames), why);
         return;
       }
@@ -1972,14 +1978,29 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
     if (outcome.skipped) {
       log::warning(fmt::format("{}: skipped after an earlier failure", action.describe()),
                    {{"MAP", action.map}});
+    } else if (!outcome.ok && action.kind == ActionKind::Rename &&
+               renameFailures_.contains(action.map) &&
+               renameFailures_.at(action.map) == outcome.error) {
+      // Every pass tries again; the admin heard the reason the first time.
+      log::debug(fmt::format("{}: still {}", action.describe(), outcome.error),
+                 {{"MAP", action.map}});
     } else if (!outcome.ok) {
-      log::error(fmt::format("{}: {}", action.describe(), outcome.error), {{"MAP", action.map}});
+      if (action.kind == ActionKind::Rename) {
+        renameFailures_.insert_or_assign(action.map, outcome.error);
+      }
+      log::error(fmt::format("{}: {}{}", action.describe(), outcome.error,
+                             action.kind == ActionKind::Rename
+                                 ? "; every pass tries again, and says so only if the reason "
+                                   "changes"
+                                 : ""),
+                 {{"MAP", action.map}});
     } else if (action.kind == ActionKind::Rename && action.map.ends_with(kSwapSuffix)) {
       log::info(fmt::format("map {} renamed to {} for a moment: another map's alias in the "
                             "configuration is its name",
                             action.oldName, action.map),
                 {{"MAP", action.map}, {"OLD_MAP", action.oldName}});
     } else if (action.kind == ActionKind::Rename) {
+      renameFailures_.erase(action.map);
       // moveMapState has moved its state already.
       log::write(
           log::Level::Notice,

@@ -328,6 +328,9 @@ private:
   std::map<std::string, MapState> maps_; ///< by alias
   std::vector<std::string> planWarnings_;
   std::set<std::string> announced_; ///< maps logged as created or adopted
+  /// A rename that failed, by its target name: the error last logged, so
+  /// that the retry of every pass logs it once (again when it changes).
+  std::map<std::string, std::string> renameFailures_;
   /// The maps the last pass with actions created (or tried to), and the
   /// names it renamed maps to: their uevents are no one else's doing
   /// (isForeignMapEvent).

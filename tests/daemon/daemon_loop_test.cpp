@@ -1458,6 +1458,39 @@ TEST_F(DaemonQueueingTest, ANameTakenByAnotherDeviceIsNotRenamedOnto) {
             "LVM-somebody-elses");
 }
 
+TEST_F(DaemonQueueingTest, ARenameThatKeepsFailingIsLoggedOnceUntilItsReasonChanges) {
+  startCounting();
+  dm_.with([](FakeDeviceMapper &fake) {
+    fake.seed("upper-lun", "LVM-somebody-elses", "0 2048 linear 8:64 0");
+  });
+  const auto attempts = [&] { return callsMatching("info upper-lun"); };
+  testing::internal::CaptureStderr();
+  renameUpperInTheConfiguration();
+  ASSERT_TRUE(runUntil([&] { return attempts() >= 1U && !daemon_->reconciling(); }));
+  // Every pass tries again (two more here), without a word.
+  for (std::size_t pass = 2; pass <= 3; ++pass) {
+    ASSERT_TRUE(daemon_->rescan().has_value());
+    ASSERT_TRUE(runUntil([&] { return attempts() >= pass && !daemon_->reconciling(); }));
+  }
+  // Another device holds the name now: that is news.
+  dm_.with([](FakeDeviceMapper &fake) { fake.maps.at("upper-lun").uuid = "CRYPT-another"; });
+  ASSERT_TRUE(daemon_->rescan().has_value());
+  ASSERT_TRUE(runUntil([&] { return attempts() >= 4U && !daemon_->reconciling(); }));
+  const std::string logged = testing::internal::GetCapturedStderr();
+
+  const auto count = [&](const std::string &text) {
+    std::size_t n = 0;
+    for (auto at = logged.find(text); at != std::string::npos; at = logged.find(text, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("rename xserve-upper to upper-lun: the name upper-lun is taken"), 2U) << logged;
+  EXPECT_EQ(count("(DM UUID 'LVM-somebody-elses'"), 1U) << logged;
+  EXPECT_EQ(count("(DM UUID 'CRYPT-another'"), 1U) << logged;
+  EXPECT_EQ(publishedMapState(kUpper), "stale");
+}
+
 TEST_F(DaemonQueueingTest, ADmsetupRemoveOfAStaleMapEndsItAtOnce) {
   startCounting();
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
