@@ -2193,6 +2193,13 @@ void Daemon::followRenames(const std::vector<LiveMap> &live) {
   }
   moveMapState(renames);
   for (const auto &[from, to] : renames) {
+    if (mode_ != selector::Mode::Owner) {
+      // multipathd keeps the count, the failback and the tables here.
+      log::notice(
+          fmt::format("map {}: renamed to {} in the kernel; pathkeeperd follows it", from, to),
+          {{"MAP", to}});
+      continue;
+    }
     log::notice(
         fmt::format("map {}: renamed to {} in the kernel; its no_path_retry count, failback and "
                     "selector set by the admin go with it{}{}",
