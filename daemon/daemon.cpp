@@ -1019,22 +1019,25 @@ Expected<void> Daemon::switchGroup(const std::string &map, unsigned group) {
   const std::string text = fmt::format("switch_group {}", group);
   messageWorker_->post(
       fmt::format("{} on {}", text, map),
-      [this, map, text, group](DeviceMapper &dm) -> DmWorker::Continuation {
+      [this, posted = map, uuid = uuidOfMap(map), text,
+       group](DeviceMapper &dm) -> DmWorker::Continuation {
         try {
-          dm.message(map, text);
+          sendMessage(dm, uuid, posted, text);
         } catch (const std::exception &e) {
-          return [map, text, what = std::string(e.what())] {
-            log::error(fmt::format("map {}: {} (asked by the admin) failed: {}", map, text, what),
-                       {{"MAP", map}});
+          return [this, posted, uuid, text, what = std::string(e.what())] {
+            const std::string now = nameNow(uuid, posted);
+            log::error(fmt::format("map {}: {} (asked by the admin) failed: {}", now, text, what),
+                       {{"MAP", now}});
           };
         }
-        return [this, map, group] {
+        return [this, posted, uuid, group] {
+          const std::string now = nameNow(uuid, posted);
           // The group in use as failback sees it: the admin's, from now on.
-          if (auto found = maps_.find(map); found != maps_.end()) {
+          if (auto found = maps_.find(now); found != maps_.end()) {
             found->second.activeGroup = group;
           }
-          log::notice(fmt::format("map {}: switched to group {} by the admin", map, group),
-                      {{"MAP", map}});
+          log::notice(fmt::format("map {}: switched to group {} by the admin", now, group),
+                      {{"MAP", now}});
           runMapPolicies(Clock::now());
           requestPublish();
         };
@@ -1335,24 +1338,27 @@ void Daemon::sendPathMessage(const std::string &device, bool fail, const std::st
   echoes_.expect(device, fail, posted);
   messageWorker_->post(
       fmt::format("{} on {}", text, map),
-      [this, map, text, device, fail, reason, posted](DeviceMapper &dm) -> DmWorker::Continuation {
+      [this, postedTo = map, uuid = uuidOfMap(map), text, device, fail, reason,
+       posted](DeviceMapper &dm) -> DmWorker::Continuation {
         try {
-          dm.message(map, text);
+          sendMessage(dm, uuid, postedTo, text);
         } catch (const std::exception &e) {
-          return [this, map, text, device, fail, reason, what = std::string(e.what())] {
+          return [this, postedTo, uuid, text, device, fail, reason, what = std::string(e.what())] {
+            const std::string now = nameNow(uuid, postedTo);
             echoes_.cancel(device, fail);
             log::error(
-                fmt::format("{} on {} failed: {} (wanted because: {})", text, map, what, reason),
-                {{"PATH", device}, {"MAP", map}});
+                fmt::format("{} on {} failed: {} (wanted because: {})", text, now, what, reason),
+                {{"PATH", device}, {"MAP", now}});
           };
         }
         const auto done = Clock::now();
-        return [this, map, device, fail, text, wait = done - posted] {
+        return [this, postedTo, uuid, device, fail, text, wait = done - posted] {
+          const std::string now = nameNow(uuid, postedTo);
           log::debug(
-              fmt::format("{} on {}: done {} ms after the decision", text, map,
+              fmt::format("{} on {}: done {} ms after the decision", text, now,
                           std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()),
-              {{"PATH", device}, {"MAP", map}});
-          if (auto it = maps_.find(map); it != maps_.end()) {
+              {{"PATH", device}, {"MAP", now}});
+          if (auto it = maps_.find(now); it != maps_.end()) {
             // Only a path the map still has: a reload may have dropped it.
             if (auto entry = it->second.dmFailed.find(device); entry != it->second.dmFailed.end()) {
               entry->second = fail;
@@ -1508,32 +1514,34 @@ void Daemon::sendQueueing(const std::string &alias, bool queue, const std::strin
   const auto interval = config_.defaults.health.checkerInterval;
   messageWorker_->post(
       fmt::format("{} on {}", text, alias),
-      [this, alias, text, queue, reason, fromCount,
+      [this, posted = alias, uuid = uuidOfMap(alias), text, queue, reason, fromCount,
        interval](DeviceMapper &dm) -> DmWorker::Continuation {
         try {
-          dm.message(alias, text);
+          sendMessage(dm, uuid, posted, text);
         } catch (const std::exception &e) {
-          return [this, alias, text, fromCount, interval, what = std::string(e.what())] {
-            log::error(fmt::format("{} on {} failed: {}", text, alias, what), {{"MAP", alias}});
+          return [this, posted, uuid, text, fromCount, interval, what = std::string(e.what())] {
+            const std::string now = nameNow(uuid, posted);
+            log::error(fmt::format("{} on {} failed: {}", text, now, what), {{"MAP", now}});
             if (fromCount) {
-              noPathRetry_.sendFailed(alias, Clock::now() + interval);
+              noPathRetry_.sendFailed(now, Clock::now() + interval);
               rearmHealthTimer();
-            } else if (maps_.contains(alias)) {
-              requestReconcile(text + " failed on " + alias); // it sends what is due
+            } else if (maps_.contains(now)) {
+              requestReconcile(text + " failed on " + now); // it sends what is due
             }
           };
         }
-        return [this, alias, queue, reason] {
+        return [this, posted, uuid, queue, reason] {
+          const std::string now = nameNow(uuid, posted);
           if (queue) {
             log::notice(fmt::format("map {}: queue_if_no_path again ({}): I/O queues while no "
                                     "path is usable",
-                                    alias, reason),
-                        {{"MAP", alias}});
+                                    now, reason),
+                        {{"MAP", now}});
           } else {
             log::write(
                 log::Level::Warning,
-                fmt::format("map {}: queueing stopped, queued and new I/O fail: {}", alias, reason),
-                {{"MAP", alias}});
+                fmt::format("map {}: queueing stopped, queued and new I/O fail: {}", now, reason),
+                {{"MAP", now}});
           }
           requestPublish();
         };
@@ -1605,39 +1613,53 @@ void Daemon::runFailback(Clock::time_point now) {
     }
     messageWorker_->post(
         fmt::format("switch_group {} on {}", decision->group, alias),
-        [this, alias = alias, decision = *decision](DeviceMapper &dm) -> DmWorker::Continuation {
+        [this, posted = alias, uuid = map.uuid,
+         decision = *decision](DeviceMapper &dm) -> DmWorker::Continuation {
           try {
+            // Renamed since the decision (a swap may have given the name
+            // to another map): decided again under the new name.
+            if (auto info = dm.info(posted); !info || info->uuid != uuid) {
+              return [this, posted, uuid] {
+                failback_.switchFailed(nameNow(uuid, posted));
+                log::debug(fmt::format("map {}: renamed before its switch_group; failback "
+                                       "decides again",
+                                       nameNow(uuid, posted)));
+              };
+            }
             // The daemon's idea of the active group is as old as its last
             // reconcile; the kernel may have moved already (it leaves a
             // group whose paths all failed on its own). Ask it first: a
             // switch_group to the group in use would only clear the
             // kernel's current group until the next I/O.
-            if (auto inUse = kernelGroup(dm, alias); inUse && *inUse == decision.group) {
-              return [this, alias, decision] {
-                if (auto it = maps_.find(alias); it != maps_.end()) {
+            if (auto inUse = kernelGroup(dm, posted); inUse && *inUse == decision.group) {
+              return [this, posted, uuid, decision] {
+                const std::string current = nameNow(uuid, posted);
+                if (auto it = maps_.find(current); it != maps_.end()) {
                   it->second.activeGroup = decision.group;
                 }
-                log::debug(fmt::format("map {}: already on group {}; no switch needed ({})", alias,
-                                       decision.group, decision.reason),
-                           {{"MAP", alias}});
+                log::debug(fmt::format("map {}: already on group {}; no switch needed ({})",
+                                       current, decision.group, decision.reason),
+                           {{"MAP", current}});
               };
             }
-            dm.message(alias, fmt::format("switch_group {}", decision.group));
+            sendMessage(dm, uuid, posted, fmt::format("switch_group {}", decision.group));
           } catch (const std::exception &e) {
-            return [this, alias, decision, what = std::string(e.what())] {
-              failback_.switchFailed(alias);
+            return [this, posted, uuid, decision, what = std::string(e.what())] {
+              const std::string current = nameNow(uuid, posted);
+              failback_.switchFailed(current);
               log::error(
-                  fmt::format("switch_group {} on {} failed: {}", decision.group, alias, what),
-                  {{"MAP", alias}});
+                  fmt::format("switch_group {} on {} failed: {}", decision.group, current, what),
+                  {{"MAP", current}});
             };
           }
-          return [this, alias, decision] {
-            if (auto it = maps_.find(alias); it != maps_.end()) {
+          return [this, posted, uuid, decision] {
+            const std::string current = nameNow(uuid, posted);
+            if (auto it = maps_.find(current); it != maps_.end()) {
               it->second.activeGroup = decision.group;
             }
-            log::notice(fmt::format("map {}: switch to group {} ({})", alias, decision.group,
+            log::notice(fmt::format("map {}: switch to group {} ({})", current, decision.group,
                                     decision.reason),
-                        {{"MAP", alias}});
+                        {{"MAP", current}});
           };
         });
   }
@@ -2920,6 +2942,37 @@ std::string Daemon::deviceOfDevt(const std::string &devt) const {
     }
   }
   return {};
+}
+
+std::string Daemon::uuidOfMap(const std::string &alias) const {
+  for (const auto *known : {&maps_, &staleMaps_}) {
+    if (auto it = known->find(alias); it != known->end()) {
+      return it->second.uuid;
+    }
+  }
+  return {};
+}
+
+std::string Daemon::nameNow(const std::string &uuid, const std::string &posted) const {
+  if (!uuid.empty()) {
+    for (const auto *known : {&maps_, &staleMaps_}) {
+      for (const auto &[alias, map] : *known) {
+        if (map.uuid == uuid) {
+          return alias;
+        }
+      }
+    }
+  }
+  return posted;
+}
+
+void Daemon::sendMessage(DeviceMapper &dm, const std::string &uuid, const std::string &name,
+                         const std::string &text) {
+  if (uuid.empty()) {
+    dm.message(name, text);
+  } else {
+    dm.messageUuid(uuid, name, text);
+  }
 }
 
 std::string Daemon::mapOfDevice(const std::string &device) const {

@@ -285,6 +285,16 @@ private:
   [[nodiscard]] const InventoryPath *pathByDevice(const std::string &device) const;
   [[nodiscard]] std::string deviceOfDevt(const std::string &devt) const;
   [[nodiscard]] std::string mapOfDevice(const std::string &device) const;
+  /// The DM UUID of the map known by this name (planned or stale); empty
+  /// when unknown.
+  [[nodiscard]] std::string uuidOfMap(const std::string &alias) const;
+  /// The name the map with DM UUID @p uuid has now: a job posted under
+  /// @p posted may finish after a rename. @p posted when it is unknown.
+  [[nodiscard]] std::string nameNow(const std::string &uuid, const std::string &posted) const;
+  /// On a dm worker: a message by DM UUID (by @p name when the UUID is not
+  /// known), so that a rename meanwhile cannot send it to another map.
+  static void sendMessage(DeviceMapper &dm, const std::string &uuid, const std::string &name,
+                          const std::string &text);
   /// @brief relative_throughput = "auto" on a service-time map, or selector = "auto".
   [[nodiscard]] bool adaptiveWanted(const selector::PlannedMap &map) const;
 

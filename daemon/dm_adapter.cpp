@@ -482,9 +482,18 @@ void LibDevmapper::remove(const std::string &name, bool deferred) {
 }
 
 void LibDevmapper::message(const std::string &name, const std::string &text) {
+  messageUuid({}, name, text);
+}
+
+void LibDevmapper::messageUuid(const std::string &uuid, const std::string &name,
+                               const std::string &text) {
   dmLog().clear();
   const std::string op = "message '" + text + "' to";
-  auto task = newTask(DM_DEVICE_TARGET_MSG, op, name);
+  // The kernel finds a device by its UUID when the ioctl names none.
+  auto task = newTask(DM_DEVICE_TARGET_MSG, op, uuid.empty() ? name : std::string());
+  if (!uuid.empty() && dm_task_set_uuid(task.get(), uuid.c_str()) == 0) {
+    throwDm(EINVAL, op, name);
+  }
   if (dm_task_set_sector(task.get(), 0) == 0 ||
       dm_task_set_message(task.get(), text.c_str()) == 0) {
     throwDm(EINVAL, op, name);

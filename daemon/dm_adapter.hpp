@@ -96,6 +96,12 @@ public:
   virtual void remove(const std::string &name, bool deferred) = 0;
   /// @brief Sends a target message (sector 0), e.g. "fail_path 8:16".
   virtual void message(const std::string &name, const std::string &text) = 0;
+  /// @brief message() to the map whose DM UUID is @p uuid, whatever its
+  /// name is by then: a message decided under one name and sent after a
+  /// rename (a swap gives that name to another map) cannot reach the wrong
+  /// map. @p name only names the map in errors.
+  virtual void messageUuid(const std::string &uuid, const std::string &name,
+                           const std::string &text) = 0;
   /// @brief Renames a map and its partition maps (kpartx's: DM UUID
   /// "part<N>-<the map's UUID>", named the map's name and a suffix, which
   /// they keep), the partitions first, as multipath-tools does. The kernel
@@ -205,6 +211,8 @@ public:
   void resume(const std::string &name) override;
   void remove(const std::string &name, bool deferred) override;
   void message(const std::string &name, const std::string &text) override;
+  void messageUuid(const std::string &uuid, const std::string &name,
+                   const std::string &text) override;
   /// @brief Also works around a bug of Linux's dm-ima (added in 5.15; in
   /// Debian 12's 6.1): a DM_TABLE_CLEAR that drops an inactive table leaves
   /// the device's IMA record of its inactive table pointing at the active

@@ -161,10 +161,11 @@ std::string paramsOf(const std::string &line) {
   return out;
 }
 
-Action messageAction(const std::string &map, std::string text) {
+Action messageAction(const std::string &map, const std::string &uuid, std::string text) {
   Action action;
   action.kind = ActionKind::Message;
   action.map = map;
+  action.uuid = uuid;
   action.message = std::move(text);
   return action;
 }
@@ -193,9 +194,10 @@ void planMessages(const ReconcileInput &input, const selector::MapSpec &spec,
           continue;
         }
         if (wanted->second && !live->second) {
-          reinstate.push_back(messageAction(map, "reinstate_path " + path.devt.str()));
+          reinstate.push_back(
+              messageAction(map, spec.dmUuid(), "reinstate_path " + path.devt.str()));
         } else if (!wanted->second && live->second) {
-          failPaths.push_back(messageAction(map, "fail_path " + path.devt.str()));
+          failPaths.push_back(messageAction(map, spec.dmUuid(), "fail_path " + path.devt.str()));
         }
       }
     }
@@ -205,7 +207,8 @@ void planMessages(const ReconcileInput &input, const selector::MapSpec &spec,
 
   if (auto group = input.activeGroup.find(spec.alias); group != input.activeGroup.end()) {
     if (group->second >= 1 && group->second <= spec.groups.size() && group->second != now.group) {
-      out.push_back(messageAction(map, "switch_group " + std::to_string(group->second)));
+      out.push_back(
+          messageAction(map, spec.dmUuid(), "switch_group " + std::to_string(group->second)));
     }
   }
 
@@ -214,7 +217,8 @@ void planMessages(const ReconcileInput &input, const selector::MapSpec &spec,
     queue = found->second;
   }
   if (queue != now.queueIfNoPath) {
-    out.push_back(messageAction(map, queue ? "queue_if_no_path" : "fail_if_no_path"));
+    out.push_back(
+        messageAction(map, spec.dmUuid(), queue ? "queue_if_no_path" : "fail_if_no_path"));
   }
 }
 
@@ -617,7 +621,11 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
         held = dm.reload(action.map, action.sizeSectors, paramsKeepingGroup(dm, action));
         break;
       case ActionKind::Message:
-        dm.message(action.map, action.message);
+        if (action.uuid.empty()) {
+          dm.message(action.map, action.message);
+        } else {
+          dm.messageUuid(action.uuid, action.map, action.message);
+        }
         break;
       case ActionKind::Rename:
         // The plan saw multipath maps only: a device of another kind

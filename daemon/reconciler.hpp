@@ -120,7 +120,7 @@ enum class ActionKind { Create, Reload, Message, Rename };
 struct Action {
   ActionKind kind = ActionKind::Message;
   std::string map;
-  std::string uuid;                  ///< Create only
+  std::string uuid;                  ///< Create; Message: the map's, which it is sent by
   std::uint64_t sizeSectors = 0;     ///< Create and Reload
   std::string params;                ///< Create and Reload: the table without "0 <size> multipath"
   std::vector<ReloadReason> reasons; ///< Reload only

@@ -223,6 +223,18 @@ public:
     }
     return renameReport;
   }
+  /// The kernel finds the map by its UUID; the call is recorded under the
+  /// name it has now, which is the one the message reaches.
+  void messageUuid(const std::string &uuid, const std::string &name,
+                   const std::string &text) override {
+    auto found = std::ranges::find_if(maps, [&](const auto &m) { return m.second.uuid == uuid; });
+    if (found == maps.end()) {
+      step("message", name + " " + text);
+      throw std::system_error(ENXIO, std::generic_category(),
+                              "message " + name + " (" + uuid + ") " + text);
+    }
+    message(found->first, text);
+  }
   void message(const std::string &name, const std::string &text) override {
     step("message", name + " " + text);
     auto &map = mapOf(name);

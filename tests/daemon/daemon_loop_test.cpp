@@ -100,6 +100,26 @@ public:
   void message(const std::string &name, const std::string &text) override {
     locked([&] { fake_.message(name, text); });
   }
+  void messageUuid(const std::string &uuid, const std::string &name,
+                   const std::string &text) override {
+    {
+      std::unique_lock gate(gateMutex_);
+      messageWaiting_ = true;
+      gate_.wait(gate, [this] { return !holdMessages_; });
+      messageWaiting_ = false;
+    }
+    locked([&] { fake_.messageUuid(uuid, name, text); });
+  }
+  /// While held, a message by UUID waits (on the dm worker's thread).
+  void holdMessages(bool hold) {
+    std::lock_guard gate(gateMutex_);
+    holdMessages_ = hold;
+    gate_.notify_all();
+  }
+  [[nodiscard]] bool messageWaiting() {
+    std::lock_guard gate(gateMutex_);
+    return messageWaiting_;
+  }
   RenameReport rename(const std::string &name, const std::string &newName) override {
     {
       std::unique_lock gate(gateMutex_);
@@ -125,6 +145,8 @@ private:
   std::condition_variable gate_;
   bool holdRenames_ = false;
   bool renameWaiting_ = false;
+  bool holdMessages_ = false;
+  bool messageWaiting_ = false;
   std::mutex mutex_;
   FakeDeviceMapper fake_;
 };
@@ -283,6 +305,7 @@ protected:
 
   void TearDown() override {
     dm_.holdRenames(false); // a test that failed while it held them
+    dm_.holdMessages(false);
     daemon_.reset();
     loop_.reset();
     std::error_code ec;
@@ -1337,6 +1360,38 @@ TEST_F(DaemonQueueingTest, ASnapshotWhileARenameRunsNamesTheMapsAsTheyAreKnown) 
   dm_.holdRenames(false);
   ASSERT_TRUE(runUntil([&] { return inKernel(kUpper) && !daemon_->reconciling(); }));
   EXPECT_EQ(mapOf(daemon_->snapshot(), "sda"), kUpper);
+}
+
+TEST_F(DaemonQueueingTest, AMessageOnItsWayWhenTheMapsSwapNamesReachesItsMap) {
+  startCounting();
+  runFor(500ms); // the passes of the start are over
+  ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
+  const std::string upper = uuidOf(kUpper);
+  const std::string lower = uuidOf(kLower);
+  const auto queueingByUuid = [&](const std::string &uuid) {
+    return dm_.with([&](FakeDeviceMapper &fake) {
+      auto map = std::ranges::find_if(fake.maps,
+                                      [&](const auto &entry) { return entry.second.uuid == uuid; });
+      return map != fake.maps.end() && map->second.queueIfNoPath;
+    });
+  };
+  ASSERT_TRUE(queueingByUuid(upper));
+  ASSERT_TRUE(queueingByUuid(lower));
+
+  // The admin stops xserve-upper's queueing; before the message worker
+  // sends it, a script swaps the two maps' names.
+  dm_.holdMessages(true);
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  ASSERT_TRUE(runUntil([&] { return dm_.messageWaiting(); }));
+  dm_.with([](FakeDeviceMapper &fake) {
+    renameIn(fake, kUpper, "swap-tmp");
+    renameIn(fake, kLower, kUpper);
+    renameIn(fake, "swap-tmp", kLower);
+  });
+  dm_.holdMessages(false);
+  ASSERT_TRUE(runUntil([&] { return !queueingByUuid(upper); }));
+  EXPECT_TRUE(queueingByUuid(lower)) << "the other map, now named " << kUpper << ", got it";
+  EXPECT_EQ(uuidOf(kLower), upper); // not renamed back yet: no uevent came
 }
 
 TEST_F(DaemonQueueingTest, AHoldFollowsAMapRenamedWhileTheDaemonWasStopped) {

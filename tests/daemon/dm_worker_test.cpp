@@ -63,6 +63,10 @@ public:
       changed_.wait(lock, [this] { return released_; });
     }
   }
+  void messageUuid(const std::string &uuid, const std::string &name,
+                   const std::string &text) override {
+    record("message " + name + " (" + uuid + ") " + text);
+  }
   [[nodiscard]] std::chrono::steady_clock::time_point resumeReturned() const override {
     return resumeReturned_ ? *resumeReturned_ : std::chrono::steady_clock::now();
   }

@@ -343,6 +343,7 @@ TEST(Reconcile, QueueIfNoPathDifferencesAreMessages) {
   auto plan = h.plan();
   EXPECT_THAT(kinds(plan), ElementsAre(ActionKind::Message));
   EXPECT_THAT(messages(plan), ElementsAre("queue_if_no_path"));
+  EXPECT_EQ(plan.actions[0].uuid, kUuid) << "sent by DM UUID";
 
   // The daemon counting no_path_retry down asks for failing instead.
   h.dm.maps["xserve-upper"].queueIfNoPath = true;
@@ -653,6 +654,29 @@ TEST(Renames, AReloadBeforeTheRenameIsReportedWithItsPause) {
   ASSERT_TRUE(outcomes[0].ok) << outcomes[0].error;
   EXPECT_FALSE(outcomes[0].reloadedFirst);
   EXPECT_EQ(outcomes[0].held, std::chrono::microseconds{0});
+}
+
+TEST(Renames, AMessagePlannedBeforeASwapReachesItsMap) {
+  // Planned under one name, sent after a script swapped two maps' names:
+  // by DM UUID it still reaches the map it was planned for.
+  Harness h;
+  auto spec = upperSpec();
+  spec.features.queueIfNoPath = true;
+  h.dm.seed("xserve-upper", kUuid, planned(spec).table);
+  h.dm.seed("other", "mpath-36001405other", planned(spec).table);
+  h.dm.maps["other"].queueIfNoPath = true;
+  h.input.desired = {planned(spec)};
+  h.input.queueIfNoPath = {{"xserve-upper", false}};
+  const auto plan = h.plan();
+  ASSERT_THAT(messages(plan), ElementsAre("fail_if_no_path"));
+  h.dm.rename("xserve-upper", "tmp");
+  h.dm.rename("other", "xserve-upper");
+  h.dm.rename("tmp", "other");
+  for (const auto &outcome : applyActions(plan.actions, h.dm)) {
+    EXPECT_TRUE(outcome.ok) << outcome.error;
+  }
+  EXPECT_FALSE(h.dm.maps.at("other").queueIfNoPath);
+  EXPECT_TRUE(h.dm.maps.at("xserve-upper").queueIfNoPath) << "the map that took the name";
 }
 
 TEST(Renames, NothingWhenEveryMapHasItsPlannedNameOrNoneIsLive) {

@@ -440,6 +440,28 @@ int run(const std::string &sdA, const std::string &sdB) {
     check(nodeIs("/dev/mapper/" + other, before) && ::stat(freshNode.c_str(), &st) != 0,
           "udev moved the node to /dev/mapper/" + other + " as soon as rename returns");
     check(dm.table(other) == tableBefore, "the table is unchanged");
+    // A message decided under the old name reaches the map by its DM UUID.
+    const auto pathActiveIn = [&](const std::string &map) {
+      auto lines = dm.status(map);
+      if (!lines || lines->size() != 1) {
+        return false;
+      }
+      auto parsed = selector::parseDmStatus(lines->front().str());
+      auto path = parsed ? parsed->findPath(a.devt.str()) : std::nullopt;
+      return path && path->second->active;
+    };
+    dm.messageUuid(before.uuid, fresh, "fail_path " + a.devt.str());
+    check(!pathActiveIn(other), "fail_path by DM UUID reached the map under its new name");
+    dm.messageUuid(before.uuid, fresh, "reinstate_path " + a.devt.str());
+    check(pathActiveIn(other), "reinstate_path by DM UUID too");
+    int noSuchErr = 0;
+    try {
+      dm.messageUuid("mpath-pk-no-such-uuid", fresh, "fail_path " + a.devt.str());
+    } catch (const std::system_error &e) {
+      noSuchErr = e.code().value();
+    }
+    check(noSuchErr == ENXIO,
+          "a message to a DM UUID no map has fails with ENXIO (" + std::to_string(noSuchErr) + ")");
     check(!dm.info(part) && nodeIs("/dev/mapper/" + other + "-part1", *partBefore) &&
               dm.info(other + "-part1")->uuid == partUuid,
           "the partition map went with it: " + other + "-part1, its node moved");
