@@ -1033,7 +1033,7 @@ Expected<void> Daemon::switchGroup(const std::string &map, unsigned group) {
         return [this, posted, uuid, group] {
           const std::string now = nameNow(uuid, posted);
           // The group in use as failback sees it: the admin's, from now on.
-          if (auto found = maps_.find(now); found != maps_.end()) {
+          if (auto found = maps_.find(now); found != maps_.end() && isMap(now, uuid)) {
             found->second.activeGroup = group;
           }
           log::notice(fmt::format("map {}: switched to group {} by the admin", now, group),
@@ -1358,7 +1358,7 @@ void Daemon::sendPathMessage(const std::string &device, bool fail, const std::st
               fmt::format("{} on {}: done {} ms after the decision", text, now,
                           std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()),
               {{"PATH", device}, {"MAP", now}});
-          if (auto it = maps_.find(now); it != maps_.end()) {
+          if (auto it = maps_.find(now); it != maps_.end() && isMap(now, uuid)) {
             // Only a path the map still has: a reload may have dropped it.
             if (auto entry = it->second.dmFailed.find(device); entry != it->second.dmFailed.end()) {
               entry->second = fail;
@@ -1522,6 +1522,9 @@ void Daemon::sendQueueing(const std::string &alias, bool queue, const std::strin
           return [this, posted, uuid, text, fromCount, interval, what = std::string(e.what())] {
             const std::string now = nameNow(uuid, posted);
             log::error(fmt::format("{} on {} failed: {}", text, now, what), {{"MAP", now}});
+            if (!isMap(now, uuid)) {
+              return; // gone meanwhile
+            }
             if (fromCount) {
               noPathRetry_.sendFailed(now, Clock::now() + interval);
               rearmHealthTimer();
@@ -1620,7 +1623,9 @@ void Daemon::runFailback(Clock::time_point now) {
             // to another map): decided again under the new name.
             if (auto info = dm.info(posted); !info || info->uuid != uuid) {
               return [this, posted, uuid] {
-                failback_.switchFailed(nameNow(uuid, posted));
+                if (isMap(nameNow(uuid, posted), uuid)) {
+                  failback_.switchFailed(nameNow(uuid, posted));
+                }
                 log::debug(fmt::format("map {}: renamed before its switch_group; failback "
                                        "decides again",
                                        nameNow(uuid, posted)));
@@ -1631,10 +1636,14 @@ void Daemon::runFailback(Clock::time_point now) {
             // group whose paths all failed on its own). Ask it first: a
             // switch_group to the group in use would only clear the
             // kernel's current group until the next I/O.
-            if (auto inUse = kernelGroup(dm, posted); inUse && *inUse == decision.group) {
+            auto inUse = kernelGroup(dm, posted);
+            if (auto info = dm.info(posted); !info || info->uuid != uuid) {
+              inUse.reset(); // renamed while its status was read: not its group
+            }
+            if (inUse && *inUse == decision.group) {
               return [this, posted, uuid, decision] {
                 const std::string current = nameNow(uuid, posted);
-                if (auto it = maps_.find(current); it != maps_.end()) {
+                if (auto it = maps_.find(current); it != maps_.end() && isMap(current, uuid)) {
                   it->second.activeGroup = decision.group;
                 }
                 log::debug(fmt::format("map {}: already on group {}; no switch needed ({})",
@@ -1646,7 +1655,9 @@ void Daemon::runFailback(Clock::time_point now) {
           } catch (const std::exception &e) {
             return [this, posted, uuid, decision, what = std::string(e.what())] {
               const std::string current = nameNow(uuid, posted);
-              failback_.switchFailed(current);
+              if (isMap(current, uuid)) {
+                failback_.switchFailed(current);
+              }
               log::error(
                   fmt::format("switch_group {} on {} failed: {}", decision.group, current, what),
                   {{"MAP", current}});
@@ -1654,7 +1665,7 @@ void Daemon::runFailback(Clock::time_point now) {
           }
           return [this, posted, uuid, decision] {
             const std::string current = nameNow(uuid, posted);
-            if (auto it = maps_.find(current); it != maps_.end()) {
+            if (auto it = maps_.find(current); it != maps_.end() && isMap(current, uuid)) {
               it->second.activeGroup = decision.group;
             }
             log::notice(fmt::format("map {}: switch to group {} ({})", current, decision.group,
@@ -1989,6 +2000,21 @@ std::optional<std::pair<std::string, bool>> Daemon::echoOf(const Action &action)
   return std::make_pair(std::move(device), words[0] == "fail_path");
 }
 
+namespace {
+
+/// What a rename's log line adds when LibDevmapper reloaded the map first.
+std::string reloadNote(const ActionOutcome &outcome) {
+  if (!outcome.reloadedFirst) {
+    return {};
+  }
+  return fmt::format(". Its table was loaded again first (I/O held {:.1f} ms): its inactive "
+                     "table had been cleared, and renaming such a map makes Linux's dm-ima "
+                     "corrupt memory",
+                     static_cast<double>(outcome.held.count()) / 1000.0);
+}
+
+} // namespace
+
 void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
   for (const auto &outcome : outcomes) {
     if (!outcome.ok) {
@@ -2018,8 +2044,8 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
                  {{"MAP", action.map}});
     } else if (action.kind == ActionKind::Rename && action.map.ends_with(kSwapSuffix)) {
       log::info(fmt::format("map {} renamed to {} for a moment: another map's alias in the "
-                            "configuration is its name",
-                            action.oldName, action.map),
+                            "configuration is its name{}",
+                            action.oldName, action.map, reloadNote(outcome)),
                 {{"MAP", action.map}, {"OLD_MAP", action.oldName}});
     } else if (action.kind == ActionKind::Rename) {
       renameFailures_.erase(action.map);
@@ -2032,12 +2058,7 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
                       queueingDisabled_.contains(action.map)
                           ? ", and so does the admin's disable-queueing"
                           : "",
-                      outcome.reloadedFirst
-                          ? fmt::format(". Its table was loaded again first (I/O held {:.1f} "
-                                        "ms): its inactive table had been cleared, and renaming "
-                                        "such a map makes Linux's dm-ima corrupt memory",
-                                        static_cast<double>(outcome.held.count()) / 1000.0)
-                          : ""),
+                      reloadNote(outcome)),
           {{"MAP", action.map}, {"OLD_MAP", action.oldName}}, log::id::kMapRenamed);
     } else if (action.kind == ActionKind::Create) {
       announced_.insert(action.map);
@@ -2964,6 +2985,15 @@ std::string Daemon::nameNow(const std::string &uuid, const std::string &posted) 
     }
   }
   return posted;
+}
+
+bool Daemon::isMap(const std::string &alias, const std::string &uuid) const {
+  for (const auto *known : {&maps_, &staleMaps_}) {
+    if (auto it = known->find(alias); it != known->end()) {
+      return uuid.empty() || it->second.uuid == uuid;
+    }
+  }
+  return false;
 }
 
 void Daemon::sendMessage(DeviceMapper &dm, const std::string &uuid, const std::string &name,

@@ -289,8 +289,12 @@ private:
   /// when unknown.
   [[nodiscard]] std::string uuidOfMap(const std::string &alias) const;
   /// The name the map with DM UUID @p uuid has now: a job posted under
-  /// @p posted may finish after a rename. @p posted when it is unknown.
+  /// @p posted may finish after a rename. @p posted when it is unknown
+  /// (gone: check isMap() before touching the state of that name).
   [[nodiscard]] std::string nameNow(const std::string &uuid, const std::string &posted) const;
+  /// Whether a known map (planned or stale) has this name and, when
+  /// @p uuid is not empty, this DM UUID.
+  [[nodiscard]] bool isMap(const std::string &alias, const std::string &uuid) const;
   /// On a dm worker: a message by DM UUID (by @p name when the UUID is not
   /// known), so that a rename meanwhile cannot send it to another map.
   static void sendMessage(DeviceMapper &dm, const std::string &uuid, const std::string &name,
