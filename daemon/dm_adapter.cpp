@@ -115,6 +115,78 @@ std::vector<ResumedMap> resumeSuspendedMaps(DeviceMapper &dm, std::string_view u
   return out;
 }
 
+// --- the cleared maps -------------------------------------------------------
+
+ClearedMaps::ClearedMaps(std::filesystem::path file) : file_(std::move(file)) {
+  if (file_.empty()) {
+    return;
+  }
+  std::ifstream in(file_);
+  std::string line;
+  while (std::getline(in, line)) {
+    // "<major>:<minor> <DM UUID>"
+    const auto space = line.find(' ');
+    if (space == std::string::npos) {
+      continue;
+    }
+    auto devt = selector::parseDevT(std::string_view(line).substr(0, space));
+    std::string uuid = line.substr(space + 1);
+    if (devt && *devt != selector::DevT{} && !uuid.empty() &&
+        uuid.find_first_of(" \t") == std::string::npos) {
+      marks_.emplace(*devt, std::move(uuid));
+    }
+  }
+}
+
+void ClearedMaps::mark(selector::DevT devt, const std::string &uuid) {
+  const std::scoped_lock lock(mutex_);
+  if (marks_.emplace(devt, uuid).second) {
+    save();
+  }
+}
+
+void ClearedMaps::forget(selector::DevT devt) {
+  const std::scoped_lock lock(mutex_);
+  if (std::erase_if(marks_, [&](const auto &entry) { return entry.first == devt; }) > 0) {
+    save();
+  }
+}
+
+bool ClearedMaps::contains(selector::DevT devt, const std::string &uuid) const {
+  const std::scoped_lock lock(mutex_);
+  return marks_.contains({devt, uuid});
+}
+
+bool ClearedMaps::empty() const {
+  const std::scoped_lock lock(mutex_);
+  return marks_.empty();
+}
+
+void ClearedMaps::save() const {
+  if (file_.empty()) {
+    return;
+  }
+  std::error_code ec;
+  if (marks_.empty()) {
+    std::filesystem::remove(file_, ec);
+    return;
+  }
+  // Written aside and renamed, so that a crash leaves the old file or the new one.
+  auto temporary = file_;
+  temporary += ".new";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    for (const auto &[devt, uuid] : marks_) {
+      out << devt.str() << ' ' << uuid << '\n';
+    }
+    if (!out.flush()) {
+      std::filesystem::remove(temporary, ec);
+      return;
+    }
+  }
+  std::filesystem::rename(temporary, file_, ec);
+}
+
 // --- libdevmapper ----------------------------------------------------------
 
 namespace {
@@ -265,7 +337,8 @@ std::vector<DmTargetLine> targetsOf(dm_task *task) {
 
 } // namespace
 
-LibDevmapper::LibDevmapper(LibDevmapperOptions options) {
+LibDevmapper::LibDevmapper(LibDevmapperOptions options)
+    : cleared_(std::move(options.clearedMapsFile)) {
   gDmVerbose = options.verbose;
   dm_log_with_errno_init(captureDmLog);
   dm_udev_set_sync_support(options.udevSync ? 1 : 0);
@@ -386,7 +459,7 @@ void LibDevmapper::create(const std::string &name, const std::string &uuid,
       err != 0) {
     throwDm(err, "create", name);
   }
-  markCleared(infoOf(task.get(), name).devt, false);
+  cleared_.forget(infoOf(task.get(), name).devt);
 }
 
 void LibDevmapper::load(const std::string &name, std::uint64_t sizeSectors,
@@ -397,39 +470,28 @@ void LibDevmapper::load(const std::string &name, std::uint64_t sizeSectors,
   if (int err = runTask(task.get(), udevSync_, 0, false, "load", name); err != 0) {
     throwDm(err, "load", name);
   }
-  markCleared(infoOf(task.get(), name).devt, false);
+  cleared_.forget(infoOf(task.get(), name).devt);
 }
 
 void LibDevmapper::clearInactive(const std::string &name) {
+  // Only a clear that drops a table leaves dm-ima's records shared.
+  std::optional<DmMapInfo> before;
+  try {
+    before = info(name);
+  } catch (const std::exception &) {
+    // The clear says what is wrong.
+  }
   dmLog().clear();
   auto task = newTask(DM_DEVICE_CLEAR, "clear", name);
   if (int err = runTask(task.get(), udevSync_, 0, false, "clear", name); err != 0) {
     throwDm(err, "clear", name);
   }
-  // Whether a table was there to drop, the ioctl does not say: assume so.
-  markCleared(infoOf(task.get(), name).devt, true);
-}
-
-void LibDevmapper::markCleared(selector::DevT devt, bool cleared) {
-  if (devt == selector::DevT{}) {
-    return;
+  if (!before || before->inactiveTable) {
+    const auto map = before ? *before : infoOf(task.get(), name);
+    if (map.devt != selector::DevT{}) {
+      cleared_.mark(map.devt, map.uuid);
+    }
   }
-  const std::scoped_lock lock(clearedMutex_);
-  if (cleared) {
-    cleared_.insert(devt);
-  } else {
-    cleared_.erase(devt);
-  }
-}
-
-bool LibDevmapper::wasCleared(selector::DevT devt) {
-  const std::scoped_lock lock(clearedMutex_);
-  return cleared_.contains(devt);
-}
-
-bool LibDevmapper::anyCleared() {
-  const std::scoped_lock lock(clearedMutex_);
-  return !cleared_.empty();
 }
 
 void LibDevmapper::suspend(const std::string &name) {
@@ -461,8 +523,15 @@ void LibDevmapper::resume(const std::string &name) {
 }
 
 void LibDevmapper::remove(const std::string &name, bool deferred) {
-  // A cleared mark goes with its device (another device can get its number).
-  const auto gone = anyCleared() ? info(name) : std::nullopt;
+  // A cleared mark goes with its device.
+  std::optional<DmMapInfo> gone;
+  if (!cleared_.empty()) {
+    try {
+      gone = info(name);
+    } catch (const std::exception &) {
+      // The removal says what is wrong.
+    }
+  }
   dmLog().clear();
   auto task = newTask(DM_DEVICE_REMOVE, "remove", name);
   if (deferred) {
@@ -477,7 +546,7 @@ void LibDevmapper::remove(const std::string &name, bool deferred) {
     throwDm(err, "remove", name);
   }
   if (gone && !deferred) {
-    markCleared(gone->devt, false);
+    cleared_.forget(gone->devt);
   }
 }
 
@@ -553,9 +622,11 @@ RenameReport LibDevmapper::rename(const std::string &name, const std::string &ne
     }
   }
   RenameReport report;
-  if (parent && wasCleared(parent->devt)) {
+  if (parent && cleared_.contains(parent->devt, parent->uuid)) {
     // dm-ima's shared record (see the header): a table load ends it, and
     // the resume swaps that table in, so nothing is left inactive.
+    // The live table loads again even with a path whose device is gone
+    // since: the map holds its devices open, and the kernel reuses them.
     const auto live = table(name);
     if (!live || live->size() != 1 || live->front().targetType != "multipath") {
       throw std::system_error(

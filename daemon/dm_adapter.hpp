@@ -13,12 +13,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace pathkeeper::daemon {
@@ -181,6 +183,33 @@ struct ResumedMap {
 std::vector<ResumedMap> resumeSuspendedMaps(DeviceMapper &dm,
                                             std::string_view uuidPrefix = kMultipathUuidPrefix);
 
+/// @brief The devices whose inactive table a clear dropped since their last
+/// table load (see LibDevmapper::rename), by device number and DM UUID (a
+/// number is reused by the next device made after a removal). Kept in a
+/// file too, when given one, so that a restarted daemon knows the clears of
+/// the one before; a reboot ends them with the kernel's state, so the file
+/// belongs under /run. The file is best effort: unreadable lines are
+/// skipped, and a failed write only loses that knowledge across a restart.
+/// Thread-safe.
+class ClearedMaps {
+public:
+  explicit ClearedMaps(std::filesystem::path file = {});
+
+  void mark(selector::DevT devt, const std::string &uuid);
+  /// @brief Forgets every mark on @p devt (a table was loaded into it, it
+  /// was removed, or it was made anew).
+  void forget(selector::DevT devt);
+  [[nodiscard]] bool contains(selector::DevT devt, const std::string &uuid) const;
+  [[nodiscard]] bool empty() const;
+
+private:
+  void save() const; // with mutex_ held
+
+  std::filesystem::path file_;
+  mutable std::mutex mutex_;
+  std::set<std::pair<selector::DevT, std::string>> marks_;
+};
+
 /// @brief Options of the real adapter.
 struct LibDevmapperOptions {
   /// Wait for udev (cookies) on create, resume and remove, so /dev/mapper
@@ -189,6 +218,9 @@ struct LibDevmapperOptions {
   bool udevSync = true;
   /// Let libdevmapper write its debug messages into the captured log too.
   bool verbose = false;
+  /// Where the cleared maps are kept across restarts (ClearedMaps); empty:
+  /// in memory only.
+  std::filesystem::path clearedMapsFile;
 };
 
 /// @brief DeviceMapper through libdevmapper. libdevmapper keeps global state
@@ -237,20 +269,12 @@ private:
   [[nodiscard]] std::uint32_t *batchCookie() { return batching_ ? &batchCookie_ : nullptr; }
   /// One DM_DEVICE_RENAME.
   void renameOne(const std::string &name, const std::string &newName);
-  /// Marks a device whose inactive table was cleared (@p cleared), or
-  /// forgets it (a table was loaded, or the device is gone); see rename().
-  void markCleared(selector::DevT devt, bool cleared);
-  [[nodiscard]] bool wasCleared(selector::DevT devt);
-  [[nodiscard]] bool anyCleared();
 
   bool udevSync_;
   std::chrono::steady_clock::time_point resumeReturned_;
   bool batching_ = false;
   std::uint32_t batchCookie_ = 0; ///< 0 until the batch's first cookie task
-  /// Devices whose inactive table was cleared since their last table load
-  /// (both workers use the adapter).
-  std::mutex clearedMutex_;
-  std::set<selector::DevT> cleared_;
+  ClearedMaps cleared_;           ///< see rename()
 };
 
 } // namespace pathkeeper::daemon

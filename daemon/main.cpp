@@ -45,7 +45,8 @@ Options:
                        /var/lib/pathkeeper/owned-wwids; "" disables it)
   --admin-holds FILE   The admin's fail-path and disable-queueing holds, kept
                        across restarts (default /run/pathkeeper/admin-holds;
-                       "" disables it)
+                       "" disables it); cleared-maps beside it keeps the maps
+                       whose inactive table the daemon cleared (see BUGS)
   --no-udev-sync       Do not wait for udev after map changes (hosts without udevd)
   --no-dbus            Do not publish on the system bus (org.pathkeeper.PathKeeper1)
   --log-target TARGET  auto, journal or stderr (default auto: the journal when
@@ -174,6 +175,9 @@ int main(int argc, char **argv) {
   try {
     daemon::LibDevmapperOptions dmOptions;
     dmOptions.udevSync = udevSync;
+    if (!options.adminHoldsFile.empty()) {
+      dmOptions.clearedMapsFile = options.adminHoldsFile.parent_path() / "cleared-maps";
+    }
     daemon::LibDevmapper dm(dmOptions);
     daemon::EventLoop loop;
     daemon::Daemon pathkeeperd(loop, options, dm);

@@ -52,7 +52,9 @@ lab_wait() {
 # with slub_debug=F on kmalloc-1k (tests/lab/lab), where Linux's dm-ima keeps
 # its records: a double free there is reported and not done.
 lab_no_slab_reports() {
-    if dmesg | grep -E 'BUG kmalloc|Object already free|kernel BUG at'; then
+    local log
+    log=$(dmesg) && [[ -n $log ]] || { lab_log "the kernel log cannot be read"; return 1; }
+    if grep -E 'BUG kmalloc|Object already free|kernel BUG at' <<<"$log"; then
         return 1
     fi
 }

@@ -552,15 +552,44 @@ int run(const std::string &sdA, const std::string &sdB) {
     check(slabReports() == reportsBefore,
           "no slab double free after the rename, a load and the removal");
 
-    const std::string bare = "pk-ima-dmsetup";
-    const std::string steps = "dmsetup create " + bare + " --table '0 8 zero' && dmsetup load " +
-                              bare + " --table '0 8 zero' && dmsetup clear " + bare +
-                              " && dmsetup rename " + bare + " " + bare +
-                              "-new && dmsetup remove " + bare + "-new";
-    check(std::system(steps.c_str()) == 0, "dmsetup: create, load, clear, rename, remove");
-    check(slabReports() > reportsBefore,
+    // A cleared map one of whose paths is gone since (a LUN unmapped, its
+    // sd deleted): its live table still loads, as the map holds the device
+    // open and the kernel reuses it, so the reload before the rename works.
+    const std::string pruned = "pk-ima-gone";
+    const std::string twoPaths =
+        "0 0 1 1 round-robin 0 2 1 " + a.devt.str() + " 1 " + b.devt.str() + " 1";
+    dm.create(pruned, "mpath-" + pruned, a.sizeSectors, twoPaths);
+    dm.load(pruned, a.sizeSectors, twoPaths);
+    dm.clearInactive(pruned);
+    const std::string del = "echo 1 > /sys/block/" + sdB + "/device/delete";
+    check(std::system(del.c_str()) == 0, "deleted " + sdB + " (" + b.devt.str() + ")");
+    const auto prunedReport = dm.rename(pruned, pruned + "-new");
+    const auto prunedTable = dm.table(pruned + "-new");
+    check(prunedReport.reloadedFirst && prunedTable && prunedTable->size() == 1 &&
+              prunedTable->front().params.find(b.devt.str()) != std::string::npos,
+          "renamed after loading its table, " + b.devt.str() + " included, again (" +
+              (prunedTable && !prunedTable->empty() ? prunedTable->front().params
+                                                    : std::string("no table")) +
+              ")");
+    dm.remove(pruned + "-new", false);
+    check(slabReports() == reportsBefore, "no slab double free there either");
+
+    // dmsetup, without the reload. A freed object in use elsewhere at the
+    // second free is not reported: up to three tries.
+    int reports = reportsBefore;
+    for (int attempt = 1; attempt <= 3 && reports == reportsBefore; ++attempt) {
+      const std::string bare = "pk-ima-dmsetup";
+      const std::string steps = "dmsetup create " + bare + " --table '0 8 zero' && dmsetup load " +
+                                bare + " --table '0 8 zero' && dmsetup clear " + bare +
+                                " && dmsetup rename " + bare + " " + bare +
+                                "-new && dmsetup remove " + bare + "-new";
+      check(std::system(steps.c_str()) == 0,
+            "dmsetup: create, load, clear, rename, remove (try " + std::to_string(attempt) + ")");
+      reports = slabReports();
+    }
+    check(reports > reportsBefore,
           "without the reload, this kernel frees dm-ima's record twice, and the lab sees it (" +
-              std::to_string(slabReports() - reportsBefore) + " report)");
+              std::to_string(reports - reportsBefore) + " report)");
   }
 
   // 11. remove
