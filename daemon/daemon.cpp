@@ -2177,10 +2177,10 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
         std::ranges::find(desired, map.uuid, [](const auto &d) { return d.spec.dmUuid(); });
     const std::string cause =
         renamed != desired.end()
-            ? fmt::format("its WWID is planned as map {} now, and it is not renamed to that "
-                          "name while another device has it or the rename fails (see the log); "
-                          "'dmsetup rename {} {}' hands it over",
-                          renamed->spec.alias, alias, renamed->spec.alias)
+            ? fmt::format("its WWID is planned as map {} now; it is renamed to that name "
+                          "once no other device has it, and a failing rename is retried at "
+                          "every pass (see the log)",
+                          renamed->spec.alias)
             : std::string("no planned map names it (are its devices gone?)");
     log::notice(
         fmt::format(

@@ -358,10 +358,9 @@ ReconcilePlan planReconcile(const ReconcileInput &input) {
         claimed.insert(other->second->info.name);
         plan.refused.push_back(
             {spec.alias, fmt::format("WWID {} is mapped as '{}' (DM UUID {}), which was not "
-                                     "renamed to it (see the rename's error, if any); 'dmsetup "
-                                     "rename {} {}' hands it over",
-                                     spec.wwid, other->second->info.name, uuid,
-                                     other->second->info.name, spec.alias)});
+                                     "renamed to it yet; the rename is retried at every pass "
+                                     "(its error, if any, is in the log)",
+                                     spec.wwid, other->second->info.name, uuid)});
         continue;
       }
       dropUnwantedQueueing(input, spec.alias, *want, line);
