@@ -50,6 +50,35 @@ using fakes::FakeDeviceMapper;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
+/// A test's hold on one kind of call: while held, the call waits (on the
+/// dm worker's thread) before it runs.
+class Gate {
+public:
+  /// Called by the call: returns once the gate is open.
+  void pass() {
+    std::unique_lock lock(mutex_);
+    waiting_ = true;
+    open_.wait(lock, [this] { return !held_; });
+    waiting_ = false;
+  }
+  void hold(bool held) {
+    std::lock_guard lock(mutex_);
+    held_ = held;
+    open_.notify_all();
+  }
+  /// True while a call waits at the gate.
+  [[nodiscard]] bool waiting() {
+    std::lock_guard lock(mutex_);
+    return waiting_;
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable open_;
+  bool held_ = false;
+  bool waiting_ = false;
+};
+
 /// The fake kernel behind a lock: the daemon calls it from its dm workers,
 /// the test reads it from the loop thread.
 class LockedDeviceMapper final : public DeviceMapper {
@@ -102,51 +131,23 @@ public:
   }
   void messageUuid(const std::string &uuid, const std::string &name,
                    const std::string &text) override {
-    {
-      std::unique_lock gate(gateMutex_);
-      messageWaiting_ = true;
-      gate_.wait(gate, [this] { return !holdMessages_; });
-      messageWaiting_ = false;
-    }
+    messages_.pass();
     locked([&] { fake_.messageUuid(uuid, name, text); });
   }
   /// While held, a message by UUID waits (on the dm worker's thread).
-  void holdMessages(bool hold) {
-    std::lock_guard gate(gateMutex_);
-    holdMessages_ = hold;
-    gate_.notify_all();
-  }
-  [[nodiscard]] bool messageWaiting() {
-    std::lock_guard gate(gateMutex_);
-    return messageWaiting_;
-  }
+  void holdMessages(bool hold) { messages_.hold(hold); }
+  [[nodiscard]] bool messageWaiting() { return messages_.waiting(); }
   RenameReport rename(const std::string &name, const std::string &newName) override {
-    {
-      std::unique_lock gate(gateMutex_);
-      renameWaiting_ = true;
-      gate_.wait(gate, [this] { return !holdRenames_; });
-      renameWaiting_ = false;
-    }
+    renames_.pass();
     return locked([&] { return fake_.rename(name, newName); });
   }
   /// While held, a rename waits (on the dm worker's thread) before it runs.
-  void holdRenames(bool hold) {
-    std::lock_guard gate(gateMutex_);
-    holdRenames_ = hold;
-    gate_.notify_all();
-  }
-  [[nodiscard]] bool renameWaiting() {
-    std::lock_guard gate(gateMutex_);
-    return renameWaiting_;
-  }
+  void holdRenames(bool hold) { renames_.hold(hold); }
+  [[nodiscard]] bool renameWaiting() { return renames_.waiting(); }
 
 private:
-  std::mutex gateMutex_;
-  std::condition_variable gate_;
-  bool holdRenames_ = false;
-  bool renameWaiting_ = false;
-  bool holdMessages_ = false;
-  bool messageWaiting_ = false;
+  Gate renames_;
+  Gate messages_;
   std::mutex mutex_;
   FakeDeviceMapper fake_;
 };
