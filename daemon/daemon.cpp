@@ -2026,7 +2026,7 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
     if (outcome.skipped) {
       log::warning(fmt::format("{}: skipped after an earlier failure", action.describe()),
                    {{"MAP", action.map}});
-    } else if (!outcome.ok && action.kind == ActionKind::Rename &&
+    } else if (!outcome.ok && action.kind == ActionKind::Rename && !outcome.reloadedFirst &&
                renameFailures_.contains(action.map) &&
                renameFailures_.at(action.map) == outcome.error) {
       // Every pass tries again; the admin heard the reason the first time.
@@ -2036,11 +2036,12 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
       if (action.kind == ActionKind::Rename) {
         renameFailures_.insert_or_assign(action.map, outcome.error);
       }
-      log::error(fmt::format("{}: {}{}", action.describe(), outcome.error,
+      log::error(fmt::format("{}: {}{}{}", action.describe(), outcome.error,
                              action.kind == ActionKind::Rename
                                  ? "; every pass tries again, and says so only if the reason "
                                    "changes"
-                                 : ""),
+                                 : "",
+                             reloadNote(outcome)),
                  {{"MAP", action.map}});
     } else if (action.kind == ActionKind::Rename && action.map.ends_with(kSwapSuffix)) {
       log::info(fmt::format("map {} renamed to {} for a moment: another map's alias in the "

@@ -661,6 +661,13 @@ RenameReport LibDevmapper::rename(const std::string &name, const std::string &ne
         // The first error is the one to report.
       }
     }
+    if (report.reloadedFirst) {
+      try {
+        throw;
+      } catch (const std::exception &e) {
+        throw RenameError(e.what(), *report.reloadedFirst);
+      }
+    }
     throw;
   }
   return report;

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -48,6 +49,19 @@ struct RenameReport {
   /// rename, to keep the kernel safe (LibDevmapper::rename): how long new
   /// I/O waited in that reload.
   std::optional<std::chrono::microseconds> reloadedFirst;
+};
+
+/// @brief A rename that failed after the map's table had been reloaded for
+/// it (RenameReport): the reload, and the I/O it held, happened all the same,
+/// and the caller's log should say so.
+class RenameError : public std::runtime_error {
+public:
+  RenameError(const std::string &what, std::chrono::microseconds reloadHeld)
+      : std::runtime_error(what), reloadHeld_(reloadHeld) {}
+  [[nodiscard]] std::chrono::microseconds reloadHeld() const { return reloadHeld_; }
+
+private:
+  std::chrono::microseconds reloadHeld_;
 };
 
 /// @brief One target line of a table or status: "<start> <length> <type> <params>".
@@ -110,7 +124,8 @@ public:
   /// keeps each device (its number, UUID, table and open count), so I/O and
   /// holders are not disturbed; udev moves the /dev/mapper nodes. Fails
   /// with EBUSY when a new name is taken; partitions already renamed are
-  /// then renamed back.
+  /// then renamed back. A failure after a reload the report would have
+  /// named is a RenameError.
   virtual RenameReport rename(const std::string &name, const std::string &newName) = 0;
 
   /// @brief Replaces the live table: load, then one resume, in which the

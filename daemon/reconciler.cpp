@@ -646,6 +646,11 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
       outcome.held = held;
       outcome.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(
           std::chrono::steady_clock::now() - started);
+    } catch (const RenameError &e) {
+      outcome.error = e.what();
+      outcome.reloadedFirst = true;
+      outcome.held = e.reloadHeld();
+      broken.insert(action.map);
     } catch (const std::exception &e) {
       outcome.error = e.what();
       if (action.kind != ActionKind::Message) {

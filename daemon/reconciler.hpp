@@ -193,6 +193,7 @@ struct ActionOutcome {
   std::chrono::microseconds held{0};
   /// Rename only: the map's table was reloaded (the same table) first, to
   /// keep the kernel safe (LibDevmapper::rename); held is that reload's.
+  /// Set on a failed rename too: the reload happened all the same.
   bool reloadedFirst = false;
 };
 

@@ -202,6 +202,18 @@ public:
   /// EBUSY. Partition maps (DM UUID "part<N>-<the map's>") go with it, as
   /// LibDevmapper::rename renames them.
   RenameReport rename(const std::string &name, const std::string &newName) override {
+    try {
+      renameMaps(name, newName);
+    } catch (const std::system_error &e) {
+      // LibDevmapper's reload came before the failure all the same.
+      if (renameReport.reloadedFirst) {
+        throw RenameError(e.what(), *renameReport.reloadedFirst);
+      }
+      throw;
+    }
+    return renameReport;
+  }
+  void renameMaps(const std::string &name, const std::string &newName) {
     step("rename", name + " " + newName);
     const std::string uuid = mapOf(name).uuid;
     std::map<std::string, std::string> moves{{name, newName}};
@@ -221,7 +233,6 @@ public:
       node.key() = to;
       maps.insert(std::move(node));
     }
-    return renameReport;
   }
   /// The kernel finds the map by its UUID; the call is recorded under the
   /// name it has now, which is the one the message reaches.

@@ -1547,6 +1547,30 @@ TEST_F(DaemonQueueingTest, ARenameThatKeepsFailingIsLoggedOnceUntilItsReasonChan
   EXPECT_EQ(publishedMapState(kUpper), "stale");
 }
 
+TEST_F(DaemonQueueingTest, AFailedRenameSaysThatItsMapWasReloadedFirst) {
+  // LibDevmapper reloads a map it had cleared before renaming it; when the
+  // rename then fails, the reload's I/O pause happened all the same.
+  startCounting();
+  dm_.with([](FakeDeviceMapper &fake) {
+    fake.renameReport.reloadedFirst = std::chrono::microseconds{2500};
+    fake.failures["rename"] = 1;
+  });
+  const auto attempts = [&] { return callsMatching("rename xserve-upper upper-lun"); };
+  testing::internal::CaptureStderr();
+  renameUpperInTheConfiguration();
+  ASSERT_TRUE(runUntil([&] { return attempts() >= 1U && !daemon_->reconciling(); }));
+  dm_.with([](FakeDeviceMapper &fake) { fake.renameReport = {}; });
+  ASSERT_TRUE(daemon_->rescan().has_value());
+  ASSERT_TRUE(runUntil([&] { return attempts() >= 2U && !daemon_->reconciling(); }));
+  const std::string logged = testing::internal::GetCapturedStderr();
+
+  EXPECT_THAT(logged, HasSubstr("rename xserve-upper to upper-lun: rename xserve-upper upper-lun"))
+      << logged;
+  EXPECT_THAT(logged, HasSubstr("Its table was loaded again first (I/O held 2.5 ms)")) << logged;
+  EXPECT_THAT(logged, HasSubstr("map xserve-upper renamed to upper-lun")) << logged;
+  EXPECT_TRUE(inKernel("upper-lun"));
+}
+
 TEST_F(DaemonQueueingTest, ADmsetupRemoveOfAStaleMapEndsItAtOnce) {
   startCounting();
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());

@@ -656,6 +656,23 @@ TEST(Renames, AReloadBeforeTheRenameIsReportedWithItsPause) {
   EXPECT_EQ(outcomes[0].held, std::chrono::microseconds{0});
 }
 
+TEST(Renames, AReloadBeforeARenameThatFailsIsStillReported) {
+  // The reload held I/O even though the rename after it failed: the
+  // outcome carries it, so the log can say so.
+  Harness h;
+  h.dm.seed("mpatha", kUuid, planned(upperSpec()).table);
+  h.dm.renameReport.reloadedFirst = std::chrono::microseconds{2500};
+  h.dm.failures["rename"] = 1;
+  const std::vector<PlannedMap> desired{planned(upperSpec())};
+  auto outcomes = applyActions(planRenames(desired, readLiveMaps(h.dm)), h.dm);
+  ASSERT_EQ(outcomes.size(), 1U);
+  EXPECT_FALSE(outcomes[0].ok);
+  EXPECT_THAT(outcomes[0].error, HasSubstr("rename mpatha xserve-upper"));
+  EXPECT_TRUE(outcomes[0].reloadedFirst);
+  EXPECT_EQ(outcomes[0].held, std::chrono::microseconds{2500});
+  EXPECT_TRUE(h.dm.maps.contains("mpatha"));
+}
+
 TEST(Renames, AMessagePlannedBeforeASwapReachesItsMap) {
   // Planned under one name, sent after a script swapped two maps' names:
   // by DM UUID it still reaches the map it was planned for.
