@@ -220,6 +220,10 @@ void AdaptiveController::forgetMap(const std::string &alias) {
   maps_.erase(alias);
 }
 
+void AdaptiveController::forgetMapsIf(const std::function<bool(std::string_view)> &gone) {
+  std::erase_if(maps_, [&](const auto &entry) { return gone(entry.first); });
+}
+
 void AdaptiveController::renameMaps(const MapRenames &renames) {
   daemon::renameMaps(maps_, renames);
 }

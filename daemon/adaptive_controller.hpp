@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -104,6 +105,8 @@ public:
   bool applyTo(selector::PlannedMap &map) const;
   /// @brief Forgets a map's governor, decisions and history (no longer adaptive).
   void forgetMap(const std::string &alias);
+  /// @brief Forgets every map for which @p gone says so.
+  void forgetMapsIf(const std::function<bool(std::string_view)> &gone);
   /// @brief Maps renamed in the kernel: their governors (the last
   /// reload's time), decisions and histories go with them.
   void renameMaps(const MapRenames &renames);

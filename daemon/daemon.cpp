@@ -2307,19 +2307,21 @@ void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {
   for (const LiveMap &map : live) {
     liveNames.insert(map.info.name);
   }
-  noPathRetry_.forgetIf([&](std::string_view alias) { return !liveNames.contains(alias); });
-  // So do the admin's SetSelector, a deferred failback's wait and the
-  // adaptive governor's record: a map made again under the name is new.
-  std::erase_if(selectorOverrides_,
-                [&](const auto &entry) { return !liveNames.contains(entry.first); });
-  for (const auto *known : {&maps_, &staleMaps_}) {
-    for (const auto &[alias, map] : *known) {
-      if (!liveNames.contains(alias)) {
-        failback_.forget(alias);
-        adaptive_.forgetMap(alias);
-      }
-    }
-  }
+  const auto gone = [&](std::string_view alias) { return !liveNames.contains(alias); };
+  noPathRetry_.forgetIf(gone);
+  // So do the admin's SetSelector, a deferred failback's wait, the adaptive
+  // governor's record and the "created"/"adopted" notice: a map made again
+  // under the name is new. Every name not live, not only the maps known to
+  // the last pass: a map can leave those while still live (its table
+  // unreadable for a pass) and go later.
+  std::erase_if(selectorOverrides_, [&](const auto &entry) { return gone(entry.first); });
+  failback_.forgetIf(gone);
+  adaptive_.forgetMapsIf(gone);
+  // A map this pass created is missing from a list read before the create
+  // (the read after the actions failed): it is announced all the same.
+  std::erase_if(announced_, [&](const std::string &name) {
+    return gone(name) && !lastCreates_.contains(name);
+  });
   bool holdEnded = false;
   for (auto it = queueingDisabled_.begin(); it != queueingDisabled_.end();) {
     if (liveNames.contains(*it)) {

@@ -103,6 +103,10 @@ void FailbackTracker::switchFailed(std::string_view alias) {
   }
 }
 
+void FailbackTracker::forgetIf(const std::function<bool(std::string_view)> &gone) {
+  std::erase_if(maps_, [&](const auto &entry) { return gone(entry.first); });
+}
+
 void FailbackTracker::forget(std::string_view alias) {
   forgetMap(maps_, alias);
 }

@@ -33,6 +33,7 @@
 #include "per_map_state.hpp"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -77,6 +78,8 @@ public:
   void switchFailed(std::string_view alias);
   /// @brief The map is gone.
   void forget(std::string_view alias);
+  /// @brief Forgets every map for which @p gone says so.
+  void forgetIf(const std::function<bool(std::string_view)> &gone);
   /// @brief Maps renamed in the kernel: their waits go with them.
   void rename(const MapRenames &renames);
 

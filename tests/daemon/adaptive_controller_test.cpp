@@ -190,6 +190,18 @@ TEST(AdaptiveController, ForgetsAMapThatIsNoLongerAdaptive) {
   EXPECT_EQ(controller.reloads("xserve-upper"), 0U);
 }
 
+TEST(AdaptiveController, ForgetsTheMapsItIsToldAreGone) {
+  AdaptiveController controller;
+  feed(controller, 8);
+  controller.evaluate(upperMap(), t0 + 14s, wall0);
+  ASSERT_EQ(controller.reloads("xserve-upper"), 1U);
+  controller.forgetMapsIf([](std::string_view alias) { return alias == "xserve-lower"; });
+  EXPECT_EQ(controller.reloads("xserve-upper"), 1U);
+  controller.forgetMapsIf([](std::string_view alias) { return alias == "xserve-upper"; });
+  EXPECT_EQ(controller.reloads("xserve-upper"), 0U);
+  EXPECT_TRUE(controller.history("xserve-upper").empty());
+}
+
 TEST(AdaptiveControllerPublishing, AnnouncesAnEstimateOnceThenOnlyMovesBeyondTheDeadBand) {
   AdaptiveController controller;
   EXPECT_EQ(controller.published("sda"), PublishedEstimate{});

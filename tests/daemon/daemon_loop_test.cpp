@@ -1571,6 +1571,33 @@ TEST_F(DaemonQueueingTest, AFailedRenameSaysThatItsMapWasReloadedFirst) {
   EXPECT_TRUE(inKernel("upper-lun"));
 }
 
+TEST_F(DaemonQueueingTest, AMapGoneAndMadeAgainByAnotherToolIsAnnouncedAgain) {
+  // dmsetup remove; pathkeeperd's create fails; another tool makes the map
+  // with the planned table. Its adoption is news, not the old map's.
+  startCounting();
+  const fakes::FakeMap before =
+      dm_.with([](FakeDeviceMapper &fake) { return fake.maps.at(kUpper); });
+  const std::string adopted = std::string("map ") + kUpper + " adopted as it is";
+  testing::internal::CaptureStderr();
+  DeviceEvent removed = dmEvent(UdevEvent::Action::Remove);
+  dm_.with([&](FakeDeviceMapper &fake) {
+    removed.devnum = fake.maps.at(kUpper).devt.str();
+    fake.maps.erase(kUpper);
+    fake.failures["create"] = 1;
+  });
+  events_->send(std::move(removed));
+  const std::string create = std::string("create ") + kUpper;
+  const std::size_t creates = callsMatching(create);
+  ASSERT_TRUE(runUntil([&] { return callsMatching(create) > creates && !daemon_->reconciling(); }));
+  dm_.with([&](FakeDeviceMapper &fake) { fake.maps.emplace(kUpper, before); });
+  ASSERT_TRUE(daemon_->rescan().has_value());
+  runFor(500ms); // the pass the rescan asked for is over
+  ASSERT_FALSE(daemon_->reconciling());
+  const std::string logged = testing::internal::GetCapturedStderr();
+  EXPECT_THAT(logged, HasSubstr(adopted)) << logged;
+  EXPECT_EQ(callsMatching(create), creates + 1) << logged;
+}
+
 TEST_F(DaemonQueueingTest, ADmsetupRemoveOfAStaleMapEndsItAtOnce) {
   startCounting();
   ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());

@@ -154,4 +154,14 @@ TEST(FailbackTracker, KeepsMapsApartAndReportsTheEarliestDeadline) {
   EXPECT_EQ(tracker.nextDeadline(), std::nullopt);
 }
 
+TEST(FailbackTracker, ForgetsTheMapsItIsToldAreGone) {
+  FailbackTracker tracker;
+  tracker.evaluate("upper", deferred(30s), groups(1, 2), 2, t0);
+  tracker.evaluate("lower", deferred(10s), groups(1, 2), 2, t0 + 5s);
+  tracker.forgetIf([](std::string_view alias) { return alias == "lower"; });
+  EXPECT_EQ(tracker.nextDeadline(), t0 + 30s);
+  tracker.forgetIf([](std::string_view) { return true; });
+  EXPECT_EQ(tracker.nextDeadline(), std::nullopt);
+}
+
 } // namespace
