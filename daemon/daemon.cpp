@@ -1033,8 +1033,8 @@ Expected<void> Daemon::switchGroup(const std::string &map, unsigned group) {
         return [this, posted, uuid, group] {
           const std::string now = nameNow(uuid, posted);
           // The group in use as failback sees it: the admin's, from now on.
-          if (auto found = maps_.find(now); found != maps_.end() && isMap(now, uuid)) {
-            found->second.activeGroup = group;
+          if (auto *state = plannedMapNow(uuid, posted)) {
+            state->activeGroup = group;
           }
           log::notice(fmt::format("map {}: switched to group {} by the admin", now, group),
                       {{"MAP", now}});
@@ -1358,9 +1358,9 @@ void Daemon::sendPathMessage(const std::string &device, bool fail, const std::st
               fmt::format("{} on {}: done {} ms after the decision", text, now,
                           std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()),
               {{"PATH", device}, {"MAP", now}});
-          if (auto it = maps_.find(now); it != maps_.end() && isMap(now, uuid)) {
+          if (auto *state = plannedMapNow(uuid, postedTo)) {
             // Only a path the map still has: a reload may have dropped it.
-            if (auto entry = it->second.dmFailed.find(device); entry != it->second.dmFailed.end()) {
+            if (auto entry = state->dmFailed.find(device); entry != state->dmFailed.end()) {
               entry->second = fail;
             }
             requestPublish();
@@ -1623,12 +1623,13 @@ void Daemon::runFailback(Clock::time_point now) {
             // to another map): decided again under the new name.
             if (auto info = dm.info(posted); !info || info->uuid != uuid) {
               return [this, posted, uuid] {
-                if (isMap(nameNow(uuid, posted), uuid)) {
-                  failback_.switchFailed(nameNow(uuid, posted));
+                const std::string current = nameNow(uuid, posted);
+                if (isMap(current, uuid)) {
+                  failback_.switchFailed(current);
                 }
                 log::debug(fmt::format("map {}: renamed before its switch_group; failback "
                                        "decides again",
-                                       nameNow(uuid, posted)));
+                                       current));
               };
             }
             // The daemon's idea of the active group is as old as its last
@@ -1643,8 +1644,8 @@ void Daemon::runFailback(Clock::time_point now) {
             if (inUse && *inUse == decision.group) {
               return [this, posted, uuid, decision] {
                 const std::string current = nameNow(uuid, posted);
-                if (auto it = maps_.find(current); it != maps_.end() && isMap(current, uuid)) {
-                  it->second.activeGroup = decision.group;
+                if (auto *state = plannedMapNow(uuid, posted)) {
+                  state->activeGroup = decision.group;
                 }
                 log::debug(fmt::format("map {}: already on group {}; no switch needed ({})",
                                        current, decision.group, decision.reason),
@@ -1665,8 +1666,8 @@ void Daemon::runFailback(Clock::time_point now) {
           }
           return [this, posted, uuid, decision] {
             const std::string current = nameNow(uuid, posted);
-            if (auto it = maps_.find(current); it != maps_.end() && isMap(current, uuid)) {
-              it->second.activeGroup = decision.group;
+            if (auto *state = plannedMapNow(uuid, posted)) {
+              state->activeGroup = decision.group;
             }
             log::notice(fmt::format("map {}: switch to group {} ({})", current, decision.group,
                                     decision.reason),
@@ -2988,6 +2989,12 @@ std::string Daemon::nameNow(const std::string &uuid, const std::string &posted) 
     }
   }
   return posted;
+}
+
+Daemon::MapState *Daemon::plannedMapNow(const std::string &uuid, const std::string &posted) {
+  const std::string now = nameNow(uuid, posted);
+  auto it = maps_.find(now);
+  return it != maps_.end() && isMap(now, uuid) ? &it->second : nullptr;
 }
 
 bool Daemon::isMap(const std::string &alias, const std::string &uuid) const {

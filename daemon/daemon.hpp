@@ -295,6 +295,9 @@ private:
   /// Whether a known map (planned or stale) has this name and, when
   /// @p uuid is not empty, this DM UUID.
   [[nodiscard]] bool isMap(const std::string &alias, const std::string &uuid) const;
+  /// The planned map with DM UUID @p uuid under its name now (nameNow), if
+  /// that name still is its own: the state a job's continuation may update.
+  [[nodiscard]] MapState *plannedMapNow(const std::string &uuid, const std::string &posted);
   /// On a dm worker: a message by DM UUID (by @p name when the UUID is not
   /// known), so that a rename meanwhile cannot send it to another map.
   static void sendMessage(DeviceMapper &dm, const std::string &uuid, const std::string &name,
