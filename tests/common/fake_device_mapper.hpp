@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -85,7 +86,14 @@ public:
   }
 
   /// Adds a map as if someone had created it earlier.
+  /// A map that was there before the test: like create(), a name or a DM
+  /// UUID in use is refused, so a test cannot set up what no kernel has.
   void seed(const std::string &name, const std::string &uuid, const std::string &tableLine) {
+    if (maps.contains(name) || (!uuid.empty() && std::ranges::any_of(maps, [&](const auto &entry) {
+          return entry.second.uuid == uuid;
+        }))) {
+      throw std::logic_error("seed " + name + " (" + uuid + "): name or DM UUID in use");
+    }
     auto words = selector::splitWords(tableLine);
     FakeMap map;
     map.uuid = uuid;
