@@ -664,8 +664,11 @@ RenameReport LibDevmapper::rename(const std::string &name, const std::string &ne
     if (report.reloadedFirst) {
       try {
         throw;
+      } catch (const std::system_error &e) {
+        throw RenameError(e.code(), e.what(), *report.reloadedFirst);
       } catch (const std::exception &e) {
-        throw RenameError(e.what(), *report.reloadedFirst);
+        throw RenameError(std::make_error_code(std::errc::io_error), e.what(),
+                          *report.reloadedFirst);
       }
     }
     throw;

@@ -18,9 +18,9 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -54,13 +54,16 @@ struct RenameReport {
 /// @brief A rename that failed after the map's table had been reloaded for
 /// it (RenameReport): the reload, and the I/O it held, happened all the same,
 /// and the caller's log should say so.
-class RenameError : public std::runtime_error {
+class RenameError : public std::system_error {
 public:
-  RenameError(const std::string &what, std::chrono::microseconds reloadHeld)
-      : std::runtime_error(what), reloadHeld_(reloadHeld) {}
+  /// @p what is the failure's whole message, kept as it is.
+  RenameError(std::error_code code, std::string what, std::chrono::microseconds reloadHeld)
+      : std::system_error(code), what_(std::move(what)), reloadHeld_(reloadHeld) {}
+  [[nodiscard]] const char *what() const noexcept override { return what_.c_str(); }
   [[nodiscard]] std::chrono::microseconds reloadHeld() const { return reloadHeld_; }
 
 private:
+  std::string what_;
   std::chrono::microseconds reloadHeld_;
 };
 

@@ -210,19 +210,7 @@ public:
   /// EBUSY. Partition maps (DM UUID "part<N>-<the map's>") go with it, as
   /// LibDevmapper::rename renames them.
   RenameReport rename(const std::string &name, const std::string &newName) override {
-    try {
-      renameMaps(name, newName);
-    } catch (const std::system_error &e) {
-      // LibDevmapper's reload came before the failure all the same.
-      if (renameReport.reloadedFirst) {
-        throw RenameError(e.what(), *renameReport.reloadedFirst);
-      }
-      throw;
-    }
-    return renameReport;
-  }
-  void renameMaps(const std::string &name, const std::string &newName) {
-    step("rename", name + " " + newName);
+    calls.push_back("rename " + name + " " + newName);
     const std::string uuid = mapOf(name).uuid;
     std::map<std::string, std::string> moves{{name, newName}};
     for (const auto &[part, map] : maps) {
@@ -231,16 +219,28 @@ public:
         moves.emplace(part, newName + part.substr(name.size()));
       }
     }
+    // LibDevmapper looks every new name up before anything else.
     for (const auto &[from, to] : moves) {
       if (maps.contains(to)) {
         throw std::system_error(EBUSY, std::generic_category(), "rename " + from + " " + to);
       }
+    }
+    // Its reload of a map it cleared comes next: a failure after that
+    // carries the reload.
+    if (consumeFailure("rename")) {
+      const std::system_error failure(EIO, std::generic_category(),
+                                      "rename " + name + " " + newName);
+      if (renameReport.reloadedFirst) {
+        throw RenameError(failure.code(), failure.what(), *renameReport.reloadedFirst);
+      }
+      throw failure;
     }
     for (const auto &[from, to] : moves) {
       auto node = maps.extract(from);
       node.key() = to;
       maps.insert(std::move(node));
     }
+    return renameReport;
   }
   /// The kernel finds the map by its UUID; the call is recorded under the
   /// name it has now, which is the one the message reaches.
