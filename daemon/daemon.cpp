@@ -442,6 +442,7 @@ void Daemon::onDeviceEvents() {
   std::vector<std::string> changed;
   bool mapsChanged = false;
   bool foreignMap = false;
+  bool nameFreed = false;
   bool inventoryTouched = false;
   for (DeviceEvent &ev : monitor_->receive()) {
     if (!ev.dmAction.empty()) {
@@ -521,6 +522,10 @@ void Daemon::onDeviceEvents() {
       if (ev.event.action == UdevEvent::Action::Remove) {
         lastCreates_.erase(ev.dmName); // a failed create undone: over
         noteRemoved(ev);
+        // The device that held a name a failing rename wants (an LVM
+        // volume, another tool's map) may be the one gone. A remove event
+        // need not carry DM_NAME: any removal while a rename waits.
+        nameFreed = nameFreed || !renameFailures_.empty();
       }
       continue;
     }
@@ -539,6 +544,8 @@ void Daemon::onDeviceEvents() {
     // Typically the dmsetup remove of a stale map: its hold, its count and
     // its publication end now, not at whatever pass comes next.
     requestReconcile("a map was removed, renamed or made by another tool");
+  } else if (nameFreed && mode_ == selector::Mode::Owner) {
+    requestReconcile("a device-mapper device went while a rename waits for its name");
   }
 }
 
@@ -2180,8 +2187,9 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
     const std::string cause =
         renamed != desired.end()
             ? fmt::format("its WWID is planned as map {} now; it is renamed to that name "
-                          "once no other device has it, and a failing rename is retried at "
-                          "every pass (see the log)",
+                          "once no other device has it (a pass follows the removal of a "
+                          "device-mapper device), and a failing rename is retried at every "
+                          "pass (see the log)",
                           renamed->spec.alias)
             : std::string("no planned map names it (are its devices gone?)");
     log::notice(

@@ -1547,6 +1547,28 @@ TEST_F(DaemonQueueingTest, ARenameThatKeepsFailingIsLoggedOnceUntilItsReasonChan
   EXPECT_EQ(publishedMapState(kUpper), "stale");
 }
 
+TEST_F(DaemonQueueingTest, ARenameWaitingForANameRunsWhenTheDeviceHoldingItGoes) {
+  // An LVM volume holds the name the configuration gives the map. Its
+  // removal (a remove uevent without DM_NAME) starts the pass that renames.
+  startCounting();
+  dm_.with([](FakeDeviceMapper &fake) {
+    fake.seed("upper-lun", "LVM-somebody-elses", "0 2048 linear 8:64 0");
+  });
+  renameUpperInTheConfiguration();
+  ASSERT_TRUE(
+      runUntil([&] { return callsMatching("info upper-lun") >= 1U && !daemon_->reconciling(); }));
+  runFor(500ms);
+  ASSERT_TRUE(inKernel(kUpper));
+
+  DeviceEvent removed = dmEvent(UdevEvent::Action::Remove);
+  dm_.with([&](FakeDeviceMapper &fake) {
+    removed.devnum = fake.maps.at("upper-lun").devt.str();
+    fake.maps.erase("upper-lun");
+  });
+  events_->send(std::move(removed));
+  EXPECT_TRUE(runUntil([&] { return inKernel("upper-lun") && !inKernel(kUpper); }, 10s));
+}
+
 TEST_F(DaemonQueueingTest, AFailedRenameSaysThatItsMapWasReloadedFirst) {
   // LibDevmapper reloads a map it had cleared before renaming it; when the
   // rename then fails, the reload's I/O pause happened all the same.
