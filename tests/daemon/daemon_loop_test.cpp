@@ -57,26 +57,27 @@ public:
   /// Called by the call: returns once the gate is open.
   void pass() {
     std::unique_lock lock(mutex_);
-    waiting_ = true;
+    ++waiting_;
     open_.wait(lock, [this] { return !held_; });
-    waiting_ = false;
+    --waiting_;
   }
   void hold(bool held) {
     std::lock_guard lock(mutex_);
     held_ = held;
     open_.notify_all();
   }
-  /// True while a call waits at the gate.
+  /// True while a call waits at the gate (both dm workers may send
+  /// messages, so there can be two).
   [[nodiscard]] bool waiting() {
     std::lock_guard lock(mutex_);
-    return waiting_;
+    return waiting_ > 0;
   }
 
 private:
   std::mutex mutex_;
   std::condition_variable open_;
   bool held_ = false;
-  bool waiting_ = false;
+  unsigned waiting_ = 0;
 };
 
 /// The fake kernel behind a lock: the daemon calls it from its dm workers,
