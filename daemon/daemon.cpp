@@ -1979,6 +1979,15 @@ void Daemon::renameThenReconcile(std::vector<Action> renames, std::string why) {
             }
           }
           moveMapState(done);
+          for (const auto &outcome : outcomes) {
+            if (outcome.reloadedFirst) {
+              // As after a reload action (logOutcomes): a switch_group the
+              // message worker sent meanwhile went to the replaced table.
+              auto moved = done.find(outcome.action.oldName);
+              failback_.switchFailed(outcome.ok && moved != done.end() ? moved->second
+                                                                       : outcome.action.oldName);
+            }
+          }
           logOutcomes(outcomes);
           if (!readError.empty()) {
             log::error(fmt::format("cannot read the live maps after renaming: {}; reading them "
