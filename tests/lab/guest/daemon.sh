@@ -316,6 +316,28 @@ pd_alias_rename() {
         test "$(dmsetup info -c --noheadings -o uuid xserve-upper-part1)" = "$puuid"
     lab_check "no partition map under another name" \
         test "$(dmsetup info -c --noheadings -o name,uuid | grep -c "$puuid")" -eq 1
+
+    # A name another kind of device holds: the rename waits, and runs as
+    # soon as that device goes (its remove uevent starts a pass).
+    mark=$(wc -l <"$PD_LOG")
+    lab_check "a zero device holds the name xserve-held" dmsetup create xserve-held --table "0 2048 zero"
+    udevadm settle
+    sed -i 's/^alias = "xserve-upper"$/alias = "xserve-held"/' "$PD_CONF"
+    kill -HUP "$PD_PID"
+    lab_wait 30 "pathkeeperd logged that the name is taken" \
+        pd_log_after_has "$mark" "rename xserve-upper to xserve-held: the name xserve-held is taken by another device"
+    lab_check "the upper LUN's map is still xserve-upper" pd_identity_is xserve-upper "$ident"
+    udevadm settle
+    lab_check "dmsetup remove xserve-held (the zero device)" dmsetup remove --retry xserve-held
+    lab_wait 30 "the upper LUN's map took the freed name" pd_identity_is xserve-held "$ident"
+    lab_wait 10 "pathkeeperd logged the rename" \
+        pd_log_after_has "$mark" "map xserve-upper renamed to xserve-held, the name the configuration gives it"
+    cp "$PD_CONF.good" "$PD_CONF"
+    kill -HUP "$PD_PID"
+    lab_wait 30 "back to xserve-upper" pd_identity_is xserve-upper "$ident"
+    lab_wait 30 "its partition map is xserve-upper-part1 again" \
+        test "$(dmsetup info -c --noheadings -o uuid xserve-upper-part1 2>/dev/null)" = "$puuid"
+
     udevadm settle
     lab_check "dmsetup remove xserve-upper-part1" dmsetup remove --retry xserve-upper-part1
 }
