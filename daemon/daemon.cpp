@@ -875,17 +875,21 @@ void Daemon::onHealthTimer() {
 
 void Daemon::startDueChecks(Clock::time_point now) {
   for (const auto &device : health_.dueChecks(now)) {
-    apply(health_.markCheckStarted(device, now));
-    TurCheckRequest request;
-    request.device = device;
-    request.devnode = (options_.devRoot / device).string();
-    request.timeout = config_.defaults.health.checkerTimeout;
-    // A silent portal hangs every TUR through its session: one at a time.
-    if (const InventoryPath *path = pathByDevice(device); path && path->path.sessionId >= 0) {
-      request.group = fmt::format("session{}", path->path.sessionId);
-    }
-    checker_->submit(std::move(request));
+    startCheck(device, now);
   }
+}
+
+void Daemon::startCheck(const std::string &device, Clock::time_point now) {
+  apply(health_.markCheckStarted(device, now));
+  TurCheckRequest request;
+  request.device = device;
+  request.devnode = (options_.devRoot / device).string();
+  request.timeout = config_.defaults.health.checkerTimeout;
+  // A silent portal hangs every TUR through its session: one at a time.
+  if (const InventoryPath *path = pathByDevice(device); path && path->path.sessionId >= 0) {
+    request.group = fmt::format("session{}", path->path.sessionId);
+  }
+  checker_->submit(std::move(request));
 }
 
 void Daemon::rearmHealthTimer() {
@@ -982,12 +986,7 @@ Expected<void> Daemon::reinstatePath(const std::string &device) {
       // round of failed-path checks.
       const auto now = Clock::now();
       if (auto h = health_.health(device); h && !h->checkInFlight) {
-        apply(health_.markCheckStarted(device, now));
-        TurCheckRequest request;
-        request.device = device;
-        request.devnode = (options_.devRoot / device).string();
-        request.timeout = config_.defaults.health.checkerTimeout;
-        checker_->submit(std::move(request));
+        startCheck(device, now);
       }
       return {};
     }

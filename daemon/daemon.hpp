@@ -150,6 +150,8 @@ private:
   void addToHealth(const InventoryPath &path, Clock::time_point now);
   void apply(const HealthTracker::Decisions &decisions);
   void startDueChecks(Clock::time_point now);
+  /// Submits @p device's TUR, in its session's group.
+  void startCheck(const std::string &device, Clock::time_point now);
   void rearmHealthTimer();
   void requestReconcile(std::string why);
   /// @brief Starts a reconcile pass, or asks for one more when one runs. A

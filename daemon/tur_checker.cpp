@@ -456,7 +456,9 @@ struct TurChecker::State {
   std::deque<std::shared_ptr<Check>> queue;
   std::map<std::string, std::shared_ptr<Check>, std::less<>> active; // queued, running or hung
   std::vector<TurCheckResult> done;
-  std::list<Worker> workers; // stable addresses; only grows until destruction
+  // Stable addresses. A surplus worker removes itself as it leaves; after
+  // `stopping` none does, and destruction joins or detaches the rest.
+  std::list<Worker> workers;
   unsigned liveWorkers = 0;
   unsigned hungWorkers = 0;
   std::map<std::string, unsigned, std::less<>> hungGroups; // group -> its hung checks
@@ -510,8 +512,17 @@ struct TurChecker::State {
       workReady.wait(lock, [&] {
         return stopping || runnable() != queue.end() || liveWorkers > targetWorkers + hungWorkers;
       });
-      if (stopping || liveWorkers > targetWorkers + hungWorkers) {
+      if (stopping) {
         break;
+      }
+      if (liveWorkers > targetWorkers + hungWorkers) {
+        // A hung check's replacement, no longer needed. Nobody would join
+        // this thread, and glibc keeps an unjoined thread's stack: detach
+        // it and drop its entry. Nothing touches `self` after the erase.
+        --liveWorkers;
+        self.thread.detach();
+        workers.remove_if([&](const Worker &worker) { return &worker == &self; });
+        return;
       }
       const auto next = runnable();
       auto check = std::move(*next);
@@ -688,6 +699,11 @@ std::set<std::string> TurChecker::queued() const {
     devices.insert(check->device);
   }
   return devices;
+}
+
+std::size_t TurChecker::threads() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->workers.size();
 }
 
 std::size_t TurChecker::inFlight() const {

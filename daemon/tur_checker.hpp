@@ -183,6 +183,9 @@ public:
   std::vector<TurCheckResult> drain();
   /// @brief Checks queued or running, hung ones included.
   [[nodiscard]] std::size_t inFlight() const;
+  /// @brief Worker threads the pool holds: the configured ones, plus one
+  /// per check hung in the kernel (up to kMaxHungWorkers).
+  [[nodiscard]] std::size_t threads() const;
   /// @brief The devices whose check waits in the queue (no worker has taken
   /// it yet, so its timeout has not started).
   [[nodiscard]] std::set<std::string> queued() const;

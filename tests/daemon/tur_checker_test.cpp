@@ -473,6 +473,37 @@ TEST(TurChecker, AnswersAHungCheckWithTimeoutAndKeepsCheckingOthers) {
   EXPECT_EQ(fake->calls("/dev/sdb"), 2);
 }
 
+// Every hung check gets a replacement worker; once the kernel lets the
+// check go, the extra thread leaves and is not kept (an unjoined thread
+// keeps its stack: a flaky portal would leak one per episode).
+TEST(TurChecker, AHungChecksReplacementLeavesOnceTheKernelLetsGo) {
+  auto fake = std::make_shared<FakeRunner>();
+  fake->closeGate("/dev/sdb");
+  auto options = fakeOptions(fake, 1);
+  options.grace = milliseconds(20);
+  TurChecker checker(std::move(options));
+  EXPECT_EQ(checker.threads(), 1U);
+  for (std::uint64_t episode = 1; episode <= 3; ++episode) {
+    checker.submit(request("sdb", episode, milliseconds(30)));
+    auto results = collect(checker, 1);
+    ASSERT_EQ(results.size(), 1U);
+    ASSERT_EQ(results[0].verdict.status, TurStatus::Timeout);
+    EXPECT_EQ(checker.threads(), 2U) << "the hung worker and its replacement";
+    fake->openGate("/dev/sdb");
+    ASSERT_TRUE(fake->waitForReturned(static_cast<int>(episode)));
+    for (int i = 0; i < 500 && checker.threads() != 1; ++i) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    EXPECT_EQ(checker.threads(), 1U) << "episode " << episode;
+    fake->closeGate("/dev/sdb");
+  }
+  fake->openGate("/dev/sdb");
+  checker.submit(request("sdc", 9));
+  auto results = collect(checker, 1);
+  ASSERT_EQ(results.size(), 1U);
+  EXPECT_EQ(results[0].verdict.status, TurStatus::Up);
+}
+
 TEST(TurChecker, AHungCheckHoldsBackTheOtherChecksOfItsGroupOnly) {
   auto fake = std::make_shared<FakeRunner>();
   fake->closeGate("/dev/sdb"); // session1's portal went silent
