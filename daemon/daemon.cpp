@@ -202,7 +202,8 @@ void Daemon::start() {
 
   selector::Mode wanted = options_.mode.value_or(config_.defaults.mode);
   if (wanted == selector::Mode::Auto) {
-    wanted = multipathdRunning() ? selector::Mode::Companion : selector::Mode::Owner;
+    wanted = multipathdRunning(options_.multipathdSocket) ? selector::Mode::Companion
+                                                          : selector::Mode::Owner;
   }
   mode_ = wanted;
   log::notice(fmt::format("starting in {} mode{}", selector::toString(mode_),
@@ -211,7 +212,7 @@ void Daemon::start() {
                               : (mode_ == selector::Mode::Companion ? " (multipathd is running)"
                                                                     : " (no multipathd)")));
   if (mode_ == selector::Mode::Companion) {
-    multipathd_ = std::make_unique<MultipathdClient>();
+    multipathd_ = std::make_unique<MultipathdClient>(options_.multipathdSocket);
   }
 
   // Signals first, so that the worker threads inherit the blocked mask.
@@ -2360,9 +2361,11 @@ void Daemon::syncMultipathd() {
     return;
   }
   const int fd = multipathd_->fd();
-  if (fd != multipathdFd_) {
+  const std::uint64_t connection = multipathd_->connection();
+  if (fd != multipathdFd_ || connection != multipathdConnection_) {
     retire(std::move(multipathdSource_));
     multipathdFd_ = fd;
+    multipathdConnection_ = connection;
     if (fd >= 0) {
       multipathdSource_ =
           loop_.addIo(fd, static_cast<unsigned>(multipathd_->events()), [this](unsigned revents) {

@@ -63,6 +63,9 @@ struct DaemonOptions {
   /// udevd's runtime directory: udevd runs when its control socket is there.
   std::filesystem::path udevRunDir{"/run/udev"};
   std::optional<selector::Mode> mode; ///< overrides the config's mode
+  /// multipathd's abstract socket name (without the leading NUL): how auto
+  /// mode detects it, and where companion mode forwards (tests pass their own).
+  std::string multipathdSocket{kMultipathdSocket};
   /// How often session and device states are re-read from sysfs: the kernel
   /// sends no uevent when an iSCSI session logs in again.
   std::chrono::milliseconds sessionPoll{500};
@@ -409,6 +412,7 @@ private:
   EventSource multipathdSource_;
   EventSource multipathdTimer_;
   int multipathdFd_ = -1;
+  std::uint64_t multipathdConnection_ = 0;
   std::vector<EventSource> signals_;
 };
 

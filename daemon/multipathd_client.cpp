@@ -180,7 +180,8 @@ std::string MultipathdFrameDecoder::take() {
 
 // ---------------------------------------------------------------------------
 
-MultipathdClient::MultipathdClient(std::string socketName) : socketName_(std::move(socketName)) {}
+MultipathdClient::MultipathdClient(std::string socketName, milliseconds queueLimit)
+    : socketName_(std::move(socketName)), queueLimit_(queueLimit) {}
 
 MultipathdClient::~MultipathdClient() {
   closeConnection();
@@ -188,11 +189,15 @@ MultipathdClient::~MultipathdClient() {
 
 void MultipathdClient::request(std::string command, milliseconds timeout, Callback done,
                                Clock::time_point now) {
-  queue_.push_back(Request{std::move(command), now + timeout, timeout, std::move(done)});
+  queue_.push_back(Request{std::move(command), now + queueLimit_, timeout, std::move(done)});
 }
 
 int MultipathdClient::fd() const {
   return fd_;
+}
+
+std::uint64_t MultipathdClient::connection() const {
+  return connections_;
 }
 
 short MultipathdClient::events() const {
@@ -220,6 +225,12 @@ std::size_t MultipathdClient::pending() const {
   return queue_.size();
 }
 
+std::string MultipathdClient::queuedTooLong(const Request &request) const {
+  return fmt::format("\"{}\" was not sent: it waited {} ms behind earlier commands to "
+                     "multipathd",
+                     request.command, queueLimit_.count());
+}
+
 void MultipathdClient::closeConnection() {
   if (fd_ >= 0) {
     ::close(fd_);
@@ -243,9 +254,7 @@ void MultipathdClient::start(Clock::time_point now) {
   while (!running_ && !queue_.empty()) {
     auto &front = queue_.front();
     if (front.deadline <= now) {
-      closeConnection();
-      finish(fail(fmt::format("multipathd did not answer \"{}\" within {} ms", front.command,
-                              front.timeout.count())));
+      finish(fail(queuedTooLong(front)));
       continue;
     }
     auto message = encodeMultipathdMessage(front.command);
@@ -261,9 +270,11 @@ void MultipathdClient::start(Clock::time_point now) {
         continue;
       }
       fd_ = fd;
+      ++connections_;
     }
     out_ = std::move(*message);
     running_ = true;
+    front.deadline = now + front.timeout;
     sendSome();
   }
   if (queue_.empty()) {
@@ -371,8 +382,7 @@ void MultipathdClient::tick(Clock::time_point now) {
   }
   for (auto &request : expired) {
     if (request.done) {
-      request.done(fail(fmt::format("multipathd did not answer \"{}\" within {} ms",
-                                    request.command, request.timeout.count())));
+      request.done(fail(queuedTooLong(request)));
     }
   }
   start(now);

@@ -37,8 +37,11 @@ inline constexpr std::string_view kMultipathdSocket = "/org/kernel/linux/storage
 inline constexpr std::size_t kMaxMultipathdCommand = 512;
 /// @brief The longest reply accepted, NUL included (MAX_REPLY_LEN).
 inline constexpr std::size_t kMaxMultipathdReply = std::size_t{32} * 1024 * 1024;
-/// @brief multipath-tools' default reply timeout (DEFAULT_REPLY_TIMEOUT).
-inline constexpr std::chrono::milliseconds kMultipathdTimeout{4000};
+/// @brief How long a sent command waits for its reply: multipath-tools'
+/// default reply timeout (DEFAULT_REPLY_TIMEOUT, 4 s, which multipathd
+/// counts from reading the command) plus the margin multipathc adds, so that
+/// multipathd's own "timeout" reply comes first.
+inline constexpr std::chrono::milliseconds kMultipathdTimeout{4100};
 
 /// @brief True when something listens on the abstract socket @p socketName
 /// (a connect succeeds or the backlog is full). Never blocks. Abstract
@@ -86,16 +89,22 @@ private:
 /// would otherwise be taken for the next request's); the next request
 /// reconnects.
 ///
-/// A request's timeout runs from request(): it covers the wait behind
-/// earlier requests too.
+/// A request's timeout runs from when it is sent: a command queued behind
+/// one that multipathd takes long over still gets its whole time. One that
+/// waits in the queue longer than queueLimit() fails without being sent.
 class MultipathdClient {
 public:
   using Clock = std::chrono::steady_clock;
   /// @brief Gets the reply text (without its NUL) or why there is none.
   using Callback = std::function<void(Expected<std::string>)>;
 
-  /// @brief A client of the abstract socket @p socketName (tests pass their own).
-  explicit MultipathdClient(std::string socketName = std::string(kMultipathdSocket));
+  /// @brief The longest a request waits behind others before it fails unsent.
+  static constexpr std::chrono::seconds kQueueLimit{30};
+
+  /// @brief A client of the abstract socket @p socketName (tests pass their
+  /// own, and may shorten @p queueLimit).
+  explicit MultipathdClient(std::string socketName = std::string(kMultipathdSocket),
+                            std::chrono::milliseconds queueLimit = kQueueLimit);
   ~MultipathdClient();
   // Not movable: a callback may hold a reference to its client.
   MultipathdClient(MultipathdClient &&) = delete;
@@ -109,6 +118,11 @@ public:
                Clock::time_point now);
   /// @brief The connection to watch, or -1 when there is none.
   [[nodiscard]] int fd() const;
+  /// @brief Counts the connections made. A reconnect usually gets the
+  /// number of the socket it replaces, so a loop that registered fd() must
+  /// compare this too: the kernel dropped the closed socket from its epoll
+  /// set, and the new one with the same number is not in it.
+  [[nodiscard]] std::uint64_t connection() const;
   /// @brief poll(2) events to wait for on fd(); 0 when there is nothing to wait for.
   [[nodiscard]] short events() const;
   /// @brief Handles readiness of fd() (@p revents as poll(2) reports it).
@@ -124,7 +138,7 @@ public:
 private:
   struct Request {
     std::string command;
-    Clock::time_point deadline;
+    Clock::time_point deadline; ///< in the queue: the queue limit; once sent: the reply's
     std::chrono::milliseconds timeout;
     Callback done;
   };
@@ -134,10 +148,13 @@ private:
   void receiveSome();
   void finish(Expected<std::string> outcome);
   void closeConnection();
+  [[nodiscard]] std::string queuedTooLong(const Request &request) const;
 
   std::string socketName_;
+  std::chrono::milliseconds queueLimit_;
   std::deque<Request> queue_; // front() is the running one once connected
   int fd_ = -1;
+  std::uint64_t connections_ = 0;
   bool running_ = false; // the front request has been sent or is being sent
   std::string out_;      // bytes of the running request not yet sent
   MultipathdFrameDecoder decoder_;

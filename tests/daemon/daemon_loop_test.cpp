@@ -16,6 +16,7 @@
 #include "admin_holds.hpp"
 #include "closing_portal.hpp"
 #include "fake_device_mapper.hpp"
+#include "fake_multipathd.hpp"
 #include "text.hpp"
 
 #include <fmt/format.h>
@@ -23,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -324,7 +326,10 @@ protected:
     o.adminHoldsFile = root_ / "run/admin-holds";
     o.ownedWwidsFile = root_ / "lib/owned-wwids";
     o.udevRunDir = root_ / "udev"; // no control socket: udevd is not running
-    o.mode = selector::Mode::Owner;
+    o.mode = companionSocket_.empty() ? selector::Mode::Owner : selector::Mode::Companion;
+    if (!companionSocket_.empty()) {
+      o.multipathdSocket = companionSocket_;
+    }
     o.sessionPoll = 100ms;
     o.recoveringPoll = 20ms;
     o.debounce = 20ms;
@@ -495,6 +500,7 @@ protected:
   std::optional<StateSnapshot> published_;
   unsigned publications_ = 0; ///< snapshots handed out since startDaemon()
   std::chrono::milliseconds quietPublish_ = DaemonOptions{}.quietPublish;
+  std::string companionSocket_; ///< non-empty: companion mode, multipathd there
   std::chrono::milliseconds latencyHold_ = DaemonOptions{}.latencyHold;
 };
 
@@ -1959,6 +1965,53 @@ probe_interval = "{}"
   checks = tur_.checks();
   ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 12; }));
   EXPECT_EQ(portal.connections(), stopped) << "periodic probes after probe_interval = \"0s\"";
+}
+
+// Companion mode against a stand-in for multipathd whose first connection
+// never answers. The forward behind the timed-out one goes out on a new
+// connection, which usually gets the old socket's number: the loop must
+// watch the new socket (the kernel dropped the old one from epoll), or its
+// reply goes unread, it times out too, and so on down the queue.
+TEST_F(DaemonLoopTest, CompanionReadsTheRepliesOnAConnectionThatReplacedATimedOutOne) {
+  std::atomic<int> served{0};
+  fakes::FakeMultipathd multipathd([&served](int fd, fakes::FakeMultipathd &self) {
+    if (served++ == 0) {
+      self.readCommand(fd);
+      self.stall();
+      return;
+    }
+    while (self.readCommand(fd)) {
+      fakes::FakeMultipathd::reply(fd, "ok\n");
+    }
+  });
+  dm_.with([](FakeDeviceMapper &fake) {
+    fake.seed("mpatha", "mpath-360014050393a1b001000000000000000",
+              "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:0 1 1 "
+              "8:16 1 1");
+    fake.seed("mpathb", "mpath-360014050393a1b002000000000000000",
+              "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:32 1 1 "
+              "8:48 1 1");
+  });
+  companionSocket_ = multipathd.name();
+  startDaemon();
+  ASSERT_TRUE(
+      runUntil([&] { return mapHolding("sda") == "mpatha" && mapHolding("sdc") == "mpathb"; }));
+  ASSERT_TRUE(daemon_->failPath("sda").has_value()); // unanswered: times out
+  ASSERT_TRUE(daemon_->failPath("sdc").has_value());
+  ASSERT_TRUE(daemon_->failPath("sdb").has_value());
+  ASSERT_TRUE(runUntil([&] { return multipathd.commands().size() >= 3; }));
+  EXPECT_EQ(multipathd.commands(),
+            (std::vector<std::string>{"fail path sda", "fail path sdc", "fail path sdb"}));
+  EXPECT_EQ(multipathd.connections(), 2)
+      << "the reply to \"fail path sdc\" was read, so \"fail path sdb\" followed on its "
+         "connection";
+  dm_.with([](FakeDeviceMapper &fake) {
+    for (const auto &call : fake.calls) {
+      EXPECT_FALSE(call.starts_with("create") || call.starts_with("load") ||
+                   call.starts_with("message"))
+          << "companion mode left dm to multipathd, yet: " << call;
+    }
+  });
 }
 
 TEST_F(DaemonLoopTest, BrokenConfigOnReloadKeepsTheOldOne) {

@@ -5,6 +5,8 @@
 // against a real multipathd is exercised in the VM lab.
 #include "multipathd_client.hpp"
 
+#include "fake_multipathd.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -26,13 +28,10 @@ using std::chrono::milliseconds;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Clock = MultipathdClient::Clock;
-
-std::string frame(std::string_view text, std::size_t length) {
-  std::string bytes(sizeof(length), '\0');
-  std::memcpy(bytes.data(), &length, sizeof(length));
-  bytes.append(text);
-  return bytes;
-}
+using fakes::FakeMultipathd;
+using fakes::frame;
+using fakes::uniqueSocketName;
+using fakes::writeAll;
 
 // --- framing ----------------------------------------------------------------
 
@@ -206,131 +205,6 @@ TEST(MultipathdReplies, BuildsActionCommands) {
 
 // --- the client against an in-test server ------------------------------------
 
-std::string uniqueSocketName() {
-  static std::atomic<int> counter{0};
-  return "/org/pathkeeper/test/multipathd-" + std::to_string(::getpid()) + "-" +
-         std::to_string(counter++);
-}
-
-bool readExactly(int fd, void *buffer, std::size_t length) {
-  auto *bytes = static_cast<char *>(buffer);
-  while (length > 0) {
-    const auto got = ::recv(fd, bytes, length, 0);
-    if (got <= 0) {
-      return false;
-    }
-    bytes += got;
-    length -= static_cast<std::size_t>(got);
-  }
-  return true;
-}
-
-bool writeAll(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    const auto sent = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (sent <= 0) {
-      return false;
-    }
-    bytes.remove_prefix(static_cast<std::size_t>(sent));
-  }
-  return true;
-}
-
-// A stand-in for multipathd's listener: accepts connections on an abstract
-// socket and hands each to the test's handler on a server thread.
-class FakeMultipathd {
-public:
-  using Handler = std::function<void(int fd, FakeMultipathd &server)>;
-
-  explicit FakeMultipathd(Handler handler)
-      : name_(uniqueSocketName()), handler_(std::move(handler)) {
-    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::memcpy(address.sun_path + 1, name_.data(), name_.size());
-    const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name_.size());
-    if (::bind(listener_, reinterpret_cast<const sockaddr *>(&address), length) != 0 ||
-        ::listen(listener_, 8) != 0) {
-      ADD_FAILURE() << "cannot listen on @" << name_ << ": " << std::strerror(errno);
-    }
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~FakeMultipathd() {
-    stop_ = true;
-    thread_.join();
-    ::close(listener_);
-  }
-  FakeMultipathd(const FakeMultipathd &) = delete;
-  FakeMultipathd &operator=(const FakeMultipathd &) = delete;
-
-  [[nodiscard]] const std::string &name() const { return name_; }
-  [[nodiscard]] bool stopping() const { return stop_; }
-  int connections() const { return connections_; }
-  std::vector<std::string> commands() const {
-    std::lock_guard lock(mutex_);
-    return commands_;
-  }
-
-  // Reads one framed command the way uxlsnr does; nullopt at EOF.
-  std::optional<std::string> readCommand(int fd) {
-    std::size_t length = 0;
-    if (!readExactly(fd, &length, sizeof(length)) || length == 0 || length > 512) {
-      return std::nullopt;
-    }
-    std::string text(length, '\0');
-    if (!readExactly(fd, text.data(), length)) {
-      return std::nullopt;
-    }
-    EXPECT_EQ(text.back(), '\0');
-    text.pop_back();
-    std::lock_guard lock(mutex_);
-    commands_.push_back(text);
-    return text;
-  }
-  static bool reply(int fd, std::string_view text) {
-    return writeAll(fd, frame(std::string(text) + '\0', text.size() + 1));
-  }
-  // Holds the connection open until the test ends.
-  void stall() const {
-    while (!stop_) {
-      std::this_thread::sleep_for(milliseconds(5));
-    }
-  }
-
-private:
-  void serve() {
-    while (!stop_) {
-      pollfd pfd{listener_, POLLIN, 0};
-      if (::poll(&pfd, 1, 10) != 1) {
-        continue;
-      }
-      const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) {
-        continue;
-      }
-      ++connections_;
-      // One thread per client, as multipathd serves clients concurrently.
-      clients_.emplace_back([this, fd] {
-        handler_(fd, *this);
-        ::close(fd);
-      });
-    }
-    for (auto &client : clients_) {
-      client.join();
-    }
-  }
-
-  std::string name_;
-  Handler handler_;
-  int listener_ = -1;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> connections_{0};
-  mutable std::mutex mutex_;
-  std::vector<std::string> commands_;
-  std::vector<std::thread> clients_; // only serve() touches it
-  std::thread thread_;
-};
-
 // Answers every command with "reply to <command>" until the client hangs up.
 void echoHandler(int fd, FakeMultipathd &server) {
   while (const auto command = server.readCommand(fd)) {
@@ -459,6 +333,7 @@ TEST(MultipathdClient, TimesOutAndReconnectsForTheNextRequest) {
   ASSERT_FALSE(*first);
   EXPECT_THAT(first->error(), HasSubstr("did not answer \"show daemon\" within 100 ms"));
   EXPECT_GE(Clock::now() - start, milliseconds(100));
+  EXPECT_EQ(client.connection(), 2U) << "a new connection, whatever its fd's number";
 
   // The timed-out connection was dropped; the next request got a new one.
   runUntil(client, [&] { return second.has_value(); });
@@ -467,6 +342,57 @@ TEST(MultipathdClient, TimesOutAndReconnectsForTheNextRequest) {
   EXPECT_EQ(**second, "reply to show maps\n");
   EXPECT_EQ(server.connections(), 2);
   EXPECT_EQ(client.pending(), 0U);
+}
+
+// Each request's timeout runs from its send: one queued behind a command
+// multipathd never answers still gets its own time on a new connection.
+TEST(MultipathdClient, ARequestQueuedBehindAStalledOneGetsItsWholeTimeout) {
+  std::atomic<int> served{0};
+  FakeMultipathd server([&served](int fd, FakeMultipathd &self) {
+    if (served++ == 0) {
+      self.readCommand(fd);
+      self.stall();
+      return;
+    }
+    echoHandler(fd, self);
+  });
+  MultipathdClient client(server.name());
+  std::optional<Expected<std::string>> first;
+  std::optional<Expected<std::string>> second;
+  const auto now = Clock::now();
+  client.request(
+      "show daemon", milliseconds(200), [&](Expected<std::string> got) { first = std::move(got); },
+      now);
+  client.request(
+      "show maps", milliseconds(200), [&](Expected<std::string> got) { second = std::move(got); },
+      now);
+  runUntil(client, [&] { return second.has_value(); });
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(*first);
+  ASSERT_TRUE(second);
+  ASSERT_TRUE(*second) << second->error();
+  EXPECT_EQ(**second, "reply to show maps\n");
+}
+
+TEST(MultipathdClient, ARequestWaitingPastTheQueueLimitFailsUnsent) {
+  FakeMultipathd server([](int fd, FakeMultipathd &self) {
+    self.readCommand(fd);
+    self.stall();
+  });
+  MultipathdClient client(server.name(), milliseconds(100));
+  std::optional<Expected<std::string>> second;
+  const auto now = Clock::now();
+  client.request("show daemon", milliseconds(10000), {}, now);
+  client.request(
+      "show maps", milliseconds(200), [&](Expected<std::string> got) { second = std::move(got); },
+      now);
+  runUntil(client, [&] { return second.has_value(); });
+  ASSERT_TRUE(second);
+  ASSERT_FALSE(*second);
+  EXPECT_EQ(second->error(), "\"show maps\" was not sent: it waited 100 ms behind earlier "
+                             "commands to multipathd");
+  EXPECT_EQ(server.commands(), std::vector<std::string>{"show daemon"});
+  EXPECT_EQ(client.pending(), 1U) << "the first still waits for its reply";
 }
 
 TEST(MultipathdClient, ReceivesAReplyLongerThanOneRead) {
