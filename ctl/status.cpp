@@ -20,7 +20,7 @@ const char *colourOf(const std::string &state) {
     return "\033[31m"; // red
   }
   if (state == "shaky" || state == "degraded" || state == "pending" || state == "ghost" ||
-      state == "stale") {
+      state == "stale" || state.starts_with("refused")) {
     return "\033[33m"; // yellow
   }
   return "";

@@ -924,6 +924,11 @@ Expected<void> Daemon::reloadConfig() {
   health_.setSettings(config_.defaults.health);
   adaptive_.setSettings(config_.adaptive);
   log::notice("configuration reloaded");
+  if (probesChanged) {
+    // A new initiator_name (or the host's, once it is unset) applies to the
+    // next probe.
+    probeInitiator_.clear();
+  }
   if (probesChanged && probeTimer_.active()) {
     // New portals, NICs or interval: probe now and keep the new rhythm.
     // startProbes() re-arms the timer while probing is periodic; "0s" stops it.
@@ -2520,6 +2525,7 @@ void Daemon::finishProbe(const std::string &key) {
   auto it = probes_.find(key);
   const DiscoveryRequest request = it->second.probe->request();
   const auto &result = it->second.probe->result();
+  const PortalReach reach = it->second.probe->reach();
   const std::string nic = request.netdev;
   const std::string where =
       fmt::format("{} from {}", portalKey(request.portal), nic.empty() ? "any NIC" : nic);
@@ -2547,7 +2553,7 @@ void Daemon::finishProbe(const std::string &key) {
                      {{"PORTAL", portalKey(missing.portal)}, {"IFACE", missing.netdev}});
       }
     }
-  } else {
+  } else if (reach == PortalReach::Silent) {
     const std::string state = "unreachable: " + result.error();
     if (portal.reachability[nic] != state) {
       log::warning(fmt::format("SendTargets {} failed: {}", where, result.error()),
@@ -2555,6 +2561,23 @@ void Daemon::finishProbe(const std::string &key) {
     }
     portal.reachability[nic] = state;
     apply(health_.probeResult(nic, request.portal, false, result.error(), now));
+  } else {
+    // The target refused the probe (discovery CHAP, an initiator list): the
+    // network to it works, and its sessions are not the probe's. Or the
+    // probe never left the host. Neither may fail a path.
+    const bool refused = reach == PortalReach::Answered;
+    const std::string state = (refused ? "refused: " : "unknown: ") + result.error();
+    if (portal.reachability[nic] != state) {
+      log::warning(fmt::format("SendTargets {} failed: {} ({})", where, result.error(),
+                               refused ? "the portal answered; no path is failed for this"
+                                       : "the probe could not be sent; it says nothing of "
+                                         "the network"),
+                   {{"PORTAL", portalKey(request.portal)}, {"IFACE", nic}});
+    }
+    portal.reachability[nic] = state;
+    if (refused) {
+      apply(health_.probeResult(nic, request.portal, true, "", now));
+    }
   }
   retire(std::move(it->second.io));
   retire(std::move(it->second.timer));
@@ -2566,7 +2589,8 @@ void Daemon::finishProbe(const std::string &key) {
   requestPublish();
   const auto &health = config_.defaults.health;
   const unsigned inARow = health_.probeFailuresInARow(nic, request.portal);
-  if (!result && health.proactiveFailover && inARow < health.proactiveFailoverProbes) {
+  if (reach == PortalReach::Silent && health.proactiveFailover &&
+      inARow < health.proactiveFailoverProbes) {
     // One lost reply on a busy host must not fail every path of the pair:
     // confirm at once instead of after probe_interval.
     log::info(fmt::format("SendTargets {}: {} of {} failed probe(s) in a row before its paths are "

@@ -336,7 +336,7 @@ private:
   };
   struct PortalState {
     selector::Portal portal;
-    std::map<std::string, std::string> reachability; ///< NIC -> "reachable" / "unreachable: ..."
+    std::map<std::string, std::string> reachability; ///< NIC -> PortalView::reachability
   };
   std::map<std::string, ActiveProbe> probes_;  ///< by "nic|address:port"
   std::map<std::string, PortalState> portals_; ///< by "address:port"

@@ -95,6 +95,7 @@ struct IscsiDiscovery::Probe {
   Stage stage = Stage::Connecting;
   DiscoveryResult found;
   Expected<DiscoveryResult> outcome = fail("discovery has not finished");
+  PortalReach reach = PortalReach::Unknown;
   // Declared last so that it is destroyed first: destroying a context
   // cancels its commands, whose callbacks still reach this object.
   IscsiContextPtr context;
@@ -135,15 +136,29 @@ struct IscsiDiscovery::Probe {
     return "done";
   }
 
-  void finish(Expected<DiscoveryResult> result) {
+  void finish(Expected<DiscoveryResult> result, PortalReach how) {
     if (stage == Stage::Done) {
       return;
     }
     stage = Stage::Done;
     outcome = std::move(result);
+    reach = how;
   }
 
-  void failWith(const std::string &message) { finish(fail(where() + ": " + message)); }
+  // The portal could not be reached, or stopped answering.
+  void failWith(const std::string &message) {
+    finish(fail(where() + ": " + message), PortalReach::Silent);
+  }
+
+  // The target answered, with a refusal: the network to it works.
+  void failRefused(const std::string &message) {
+    finish(fail(where() + ": " + message), PortalReach::Answered);
+  }
+
+  // Nothing left the host, or what did was not the probe's doing.
+  void failLocally(const std::string &message) {
+    finish(fail(where() + ": " + message), PortalReach::Unknown);
+  }
 
   // iscsi_service() fails when the connection breaks: the portal closed it
   // (a read of 0 bytes, POLLHUP) or the network reset it. libiscsi would
@@ -160,7 +175,8 @@ struct IscsiDiscovery::Probe {
 
   void failTimedOut() {
     finish(fail(where() + " did not answer within " + seconds(request.timeout) + " (" +
-                std::string(stageName()) + ")"));
+                std::string(stageName()) + ")"),
+           PortalReach::Silent);
   }
 
   // The socket is closed outside libiscsi's callbacks: iscsi_service() still
@@ -173,20 +189,20 @@ struct IscsiDiscovery::Probe {
 
   void start() {
     if (auto name = selector::validateIscsiName(request.initiatorName); !name) {
-      return failWith("bad discovery initiator name: " + name.error());
+      return failLocally("bad discovery initiator name: " + name.error());
     }
     auto address = selector::canonicalIpAddress(request.portal.address);
     if (!address) {
-      return failWith(address.error());
+      return failLocally(address.error());
     }
     request.portal.address = *address;
     if (request.timeout <= milliseconds::zero()) {
-      return failWith("the discovery timeout must be positive");
+      return failLocally("the discovery timeout must be positive");
     }
     if (!request.netdev.empty()) {
       if (request.netdev.size() >= IFNAMSIZ || if_nametoindex(request.netdev.c_str()) == 0) {
-        return failWith("network interface " + selector::printableQuoted(request.netdev) +
-                        " does not exist");
+        return failLocally("network interface " + selector::printableQuoted(request.netdev) +
+                           " does not exist");
       }
     }
 
@@ -196,15 +212,15 @@ struct IscsiDiscovery::Probe {
     }
     iscsi_context *ctx = context.get();
     if (iscsi_set_session_type(ctx, ISCSI_SESSION_DISCOVERY) != 0) {
-      return failWith("cannot make a discovery session: " + libiscsiError(ctx));
+      return failLocally("cannot make a discovery session: " + libiscsiError(ctx));
     }
     // A probe's failure is its answer: it must never reconnect behind our back.
     iscsi_set_noautoreconnect(ctx, 1);
     iscsi_set_reconnect_max_retries(ctx, 0);
-    // libiscsi's own PDU timeouts (whole seconds, run from iscsi_service)
-    // back up the deadline that tick() enforces.
-    const auto timeoutSeconds = (request.timeout.count() + 999) / 1000;
-    iscsi_set_timeout(ctx, static_cast<int>(std::min<long long>(timeoutSeconds, 3600)));
+    // No PDU timeouts of libiscsi's own: they count whole seconds of the
+    // wall clock, so a clock step (NTP, a VM resumed) would fail a waiting
+    // probe at once. tick() enforces the deadline on the monotonic clock.
+    iscsi_set_timeout(ctx, 0);
     if (!request.netdev.empty()) {
       // libiscsi copies the list and picks one entry per socket; with a
       // single name that entry is always ours.
@@ -214,7 +230,13 @@ struct IscsiDiscovery::Probe {
     }
 
     if (iscsi_connect_async(ctx, hostPort(request.portal).c_str(), &Probe::onConnect, this) != 0) {
-      return failWith("cannot connect: " + libiscsiError(ctx));
+      // connect(2) itself refused at once (no route from the NIC, say): that
+      // is the network's answer. Anything else (no socket) is ours.
+      const std::string error = libiscsiError(ctx);
+      if (error.starts_with("Connect failed")) {
+        return failWith("cannot connect: " + error);
+      }
+      return failLocally("cannot connect: " + error);
     }
     if (!request.netdev.empty()) {
       verifyBinding();
@@ -228,13 +250,13 @@ struct IscsiDiscovery::Probe {
     auto length = static_cast<socklen_t>(bound.size());
     const int fd = iscsi_get_fd(context.get());
     if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, bound.data(), &length) != 0) {
-      return failWith("cannot check the probe's binding to " + request.netdev + ": " +
-                      std::generic_category().message(errno));
+      return failLocally("cannot check the probe's binding to " + request.netdev + ": " +
+                         std::generic_category().message(errno));
     }
     const std::string_view actual(bound.data(), strnlen(bound.data(), bound.size()));
     if (actual != request.netdev) {
-      failWith("the probe socket could not be bound to " + request.netdev +
-               " (SO_BINDTODEVICE needs CAP_NET_RAW)");
+      failLocally("the probe socket could not be bound to " + request.netdev +
+                  " (SO_BINDTODEVICE needs CAP_NET_RAW)");
       closeIfDone();
     }
   }
@@ -252,7 +274,7 @@ struct IscsiDiscovery::Probe {
     }
     probe.stage = Stage::LoggingIn;
     if (iscsi_login_async(ctx, &Probe::onLogin, privateData) != 0) {
-      probe.failWith("cannot send the discovery login: " + libiscsiError(ctx));
+      probe.failLocally("cannot send the discovery login: " + libiscsiError(ctx));
     }
   }
 
@@ -264,12 +286,16 @@ struct IscsiDiscovery::Probe {
     if (status == SCSI_STATUS_TIMEOUT) {
       return probe.failTimedOut();
     }
+    if (status == SCSI_STATUS_CANCELLED) {
+      return probe.failWith("the connection was lost (" + std::string(probe.stageName()) + ")");
+    }
     if (status != SCSI_STATUS_GOOD) {
-      return probe.failWith("discovery login failed: " + libiscsiError(ctx));
+      // libiscsi reports a login response with a failure status this way.
+      return probe.failRefused("discovery login failed: " + libiscsiError(ctx));
     }
     probe.stage = Stage::Discovering;
     if (iscsi_discovery_async(ctx, &Probe::onDiscovery, privateData) != 0) {
-      probe.failWith("cannot send SendTargets: " + libiscsiError(ctx));
+      probe.failLocally("cannot send SendTargets: " + libiscsiError(ctx));
     }
   }
 
@@ -281,8 +307,11 @@ struct IscsiDiscovery::Probe {
     if (status == SCSI_STATUS_TIMEOUT) {
       return probe.failTimedOut();
     }
+    if (status == SCSI_STATUS_CANCELLED) {
+      return probe.failWith("the connection was lost (" + std::string(probe.stageName()) + ")");
+    }
     if (status != SCSI_STATUS_GOOD) {
-      return probe.failWith("SendTargets failed: " + libiscsiError(ctx));
+      return probe.failRefused("SendTargets failed: " + libiscsiError(ctx));
     }
     // The list belongs to libiscsi and dies when this callback returns.
     probe.collect(static_cast<const iscsi_discovery_address *>(data));
@@ -308,7 +337,7 @@ struct IscsiDiscovery::Probe {
     auto &targets = found.targets;
     std::sort(targets.begin(), targets.end());
     targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
-    finish(std::move(found));
+    finish(std::move(found), PortalReach::Answered);
   }
 
   void collect(const iscsi_discovery_address *list) {
@@ -410,6 +439,10 @@ bool IscsiDiscovery::done() const {
 
 const Expected<DiscoveryResult> &IscsiDiscovery::result() const {
   return probe_->outcome;
+}
+
+PortalReach IscsiDiscovery::reach() const {
+  return probe_->reach;
 }
 
 const DiscoveryRequest &IscsiDiscovery::request() const {

@@ -54,6 +54,19 @@ struct DiscoveryResult {
   std::vector<std::string> warnings;
 };
 
+/// @brief What a finished probe says about the network between its NIC and
+/// the portal, which is what proactive failover acts on.
+enum class PortalReach {
+  /// The probe failed before anything left the host (a bad request, a NIC
+  /// that does not exist, no socket): it says nothing about the network.
+  Unknown,
+  /// The target answered at the iSCSI level: with targets, or by refusing
+  /// the discovery login or SendTargets (discovery CHAP, an initiator list).
+  Answered,
+  /// No TCP connection, a connection lost, or no answer within the timeout.
+  Silent,
+};
+
 /// @brief One SendTargets probe. Move-only; owns its libiscsi context. A
 /// moved-from probe may only be destroyed or assigned to.
 ///
@@ -92,6 +105,9 @@ public:
   [[nodiscard]] bool done() const;
   /// @brief The outcome; only meaningful once done().
   [[nodiscard]] const Expected<DiscoveryResult> &result() const;
+  /// @brief Whether the portal answered; only meaningful once done().
+  /// Answered whenever result() holds a value.
+  [[nodiscard]] PortalReach reach() const;
   [[nodiscard]] const DiscoveryRequest &request() const;
 
 private:

@@ -97,7 +97,8 @@ struct MapView {
 struct PortalView {
   std::string address; ///< "10.10.1.20" (IPv6 without brackets)
   std::uint16_t port = 3260;
-  /// NIC ("" = unbound) -> "reachable", "unreachable: <reason>" or "unknown".
+  /// NIC ("" = unbound) -> "reachable", "unreachable: <reason>", "refused: <reason>"
+  /// (the target answered), "unknown: <reason>" (no probe sent) or "unknown".
   std::map<std::string, std::string> reachability;
 
   bool operator==(const PortalView &) const = default;

@@ -1,5 +1,6 @@
 #include "sysfs_inventory.hpp"
 
+#include "iscsi_names.hpp"
 #include "vpd.hpp"
 
 #include <fcntl.h>
@@ -366,6 +367,11 @@ InventoryPath derivePath(const Inventory &inventory, const ScsiDisk &disk) {
       // current one differs only after a target redirect.
       path.portal.address = !connection->persistentAddress.empty() ? connection->persistentAddress
                                                                    : connection->address;
+      // iscsiadm keeps the address as the node record spells it; the probes,
+      // the config and SendTargets compare the canonical form (IPv6).
+      if (auto canonical = selector::canonicalIpAddress(path.portal.address)) {
+        path.portal.address = *std::move(canonical);
+      }
       path.portal.port = connection->persistentPort.value_or(connection->port.value_or(3260));
       if (path.portal.address.empty()) {
         problems.push_back(connection->name + ": no address");

@@ -168,8 +168,10 @@ constexpr ConfigKey schema[] = {
     {"health", "flap_recovery_max", "duration", R"("10m")",
      "The longest a shaky path is held back.", R"("1h")"},
     {"health", "proactive_failover", "boolean", "false",
-     "Fail a path as soon as a SendTargets probe over its (NIC, portal) pair fails, before the "
-     "iSCSI NOP-out timers notice.",
+     "Fail a path as soon as a SendTargets probe over its (NIC, portal) pair gets no answer (no "
+     "connection, or none in time), before the iSCSI NOP-out timers notice. A portal that answers "
+     "but refuses the probe (discovery CHAP, an initiator list) fails nothing. Needs "
+     "discovery.probe_interval above 0s.",
      "true"},
     {"health", "proactive_failover_probes", "integer", "2",
      "Probes in a row that must fail before proactive_failover fails the pair's paths, 1..10. "
@@ -1953,6 +1955,12 @@ Expected<void> validateConfig(const Config &config) {
         probeIntervalError(discovery.probeInterval));
   check(where("discovery.probe_timeout"), "discovery.probe_timeout",
         durationError("probe_timeout", discovery.probeTimeout));
+  if (config.defaults.health.proactiveFailover && discovery.probeInterval == milliseconds{0}) {
+    // The paths a failed probe took down come back only on a passing probe.
+    report(where("health.proactive_failover"), "health.proactive_failover",
+           "needs periodic probes, but discovery.probe_interval is 0s: the paths a failed probe "
+           "took down would never be probed again");
+  }
   if (discovery.probeInterval != milliseconds{0} &&
       discovery.probeTimeout > discovery.probeInterval) {
     // Otherwise a periodic probe would start before the previous one ended.

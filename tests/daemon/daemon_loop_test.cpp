@@ -17,6 +17,7 @@
 #include "closing_portal.hpp"
 #include "fake_device_mapper.hpp"
 #include "fake_multipathd.hpp"
+#include "refusing_portal.hpp"
 #include "text.hpp"
 
 #include <fmt/format.h>
@@ -41,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include <net/if.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -1965,6 +1967,89 @@ probe_interval = "{}"
   checks = tur_.checks();
   ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 12; }));
   EXPECT_EQ(portal.connections(), stopped) << "periodic probes after probe_interval = \"0s\"";
+}
+
+// Proactive failover. sda's session is pointed at a portal on loopback,
+// reached from lo, so that its (NIC, portal) pair is probed there; the
+// probes run every second and one failure in a row is enough.
+class ProactiveFailoverTest : public DaemonLoopTest {
+protected:
+  void SetUp() override {
+    DaemonLoopTest::SetUp();
+    if (::geteuid() != 0) {
+      GTEST_SKIP() << "a probe bound to lo needs CAP_NET_RAW (SO_BINDTODEVICE)";
+    }
+  }
+
+  void routeSdaTo(std::uint16_t port) {
+    const fs::path platform = root_ / "sys/devices/platform/host0";
+    writeFile(platform / "iscsi_host/host0/netdev", "lo\n");
+    const fs::path connection = platform / "session1/connection1:0/iscsi_connection/connection1:0";
+    for (const char *name : {"address", "persistent_address"}) {
+      writeFile(connection / name, "127.0.0.1\n");
+    }
+    for (const char *name : {"port", "persistent_port"}) {
+      writeFile(connection / name, std::to_string(port) + "\n");
+    }
+    writeFile(root_ / "pathkeeper.conf", kConfig + R"(proactive_failover = true
+proactive_failover_probes = 1
+
+[discovery]
+initiator_name = "iqn.2026-11.org.pathkeeper:loop-test"
+probe_timeout = "1s"
+probe_interval = "1s"
+)");
+  }
+
+  /// The published verdict on the pair (@p nic, @p address:@p port), or "".
+  std::string reachability(std::uint16_t port, const std::string &address = "127.0.0.1",
+                           const std::string &nic = "lo") const {
+    if (published_) {
+      for (const auto &portal : published_->portals) {
+        if (portal.address == address && portal.port == port && portal.reachability.contains(nic)) {
+          return portal.reachability.at(nic);
+        }
+      }
+    }
+    return "";
+  }
+};
+
+TEST_F(ProactiveFailoverTest, APortalThatRefusesTheProbeFailsNoPath) {
+  fakes::RefusingPortal portal;
+  routeSdaTo(portal.port());
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  // Three refusals, each of which would have failed sda before.
+  ASSERT_TRUE(runUntil([&] { return portal.serve() >= 3 && reachability(portal.port()) != ""; }));
+  EXPECT_THAT(reachability(portal.port()), ::testing::StartsWith("refused: "));
+  EXPECT_THAT(reachability(portal.port()), HasSubstr("Authentication failure"));
+  EXPECT_EQ(publishedState("sda"), "up");
+  EXPECT_TRUE(activeInDm(kUpper, "8:0"));
+  // sdb's pair is eth2 to 10.10.1.21: on a host without eth2 its probe
+  // cannot be sent, which says nothing about the network either.
+  if (::if_nametoindex("eth2") == 0) {
+    EXPECT_THAT(
+        reachability(3260, "10.10.1.21", "eth2"),
+        ::testing::StartsWith("unknown: portal 10.10.1.21:3260 via eth2: network interface"));
+    EXPECT_EQ(publishedState("sdb"), "up");
+    EXPECT_TRUE(activeInDm(kUpper, "8:16"));
+  }
+}
+
+// The control: the same setup with a portal that drops every connection
+// fails sda on the probe's word.
+TEST_F(ProactiveFailoverTest, APortalThatDropsTheConnectionFailsItsPairsPaths) {
+  fakes::ClosingPortal portal;
+  routeSdaTo(portal.port());
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] {
+    portal.connections();
+    return ready() && publishedState("sda") == "down";
+  }));
+  EXPECT_THAT(reachability(portal.port()), ::testing::StartsWith("unreachable: "));
+  ASSERT_TRUE(runUntil([&] { return !activeInDm(kUpper, "8:0"); }));
+  EXPECT_TRUE(activeInDm(kUpper, "8:16"));
 }
 
 // Companion mode against a stand-in for multipathd whose first connection

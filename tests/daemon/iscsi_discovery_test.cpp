@@ -5,6 +5,7 @@
 #include "iscsi_discovery.hpp"
 
 #include "closing_portal.hpp"
+#include "refusing_portal.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -73,6 +74,7 @@ void expectRefused(const DiscoveryRequest &request, const std::string &reason) {
   EXPECT_EQ(probe.events(), 0);
   ASSERT_FALSE(probe.result());
   EXPECT_THAT(probe.result().error(), HasSubstr(reason));
+  EXPECT_EQ(probe.reach(), PortalReach::Unknown) << "nothing left the host";
   // A finished probe ignores whatever the loop still does with it.
   probe.service(0);
   probe.tick(Clock::now());
@@ -105,16 +107,12 @@ TEST(IscsiDiscoveryRequest, RefusesANonPositiveTimeout) {
   expectRefused(request, "timeout must be positive");
 }
 
-TEST(IscsiDiscoveryProbe, APortalThatClosesTheConnectionIsReportedAsLostAtItsStep) {
-  fakes::ClosingPortal portal;
-  DiscoveryRequest request = goodRequest();
-  request.portal = {"127.0.0.1", portal.port(), 1};
-  IscsiDiscovery probe(request, Clock::now());
-  // The probe's loop, with the portal accepting (and closing) in between.
-  // The limit only keeps a broken probe from hanging the test.
+/// Runs @p probe's loop, with @p portal answering in between. The limit
+/// only keeps a broken probe from hanging the test.
+template <typename Portal> void runProbe(IscsiDiscovery &probe, Portal &&serve) {
   const auto limit = Clock::now() + std::chrono::seconds(30);
   while (!probe.done() && Clock::now() < limit) {
-    portal.connections();
+    serve();
     pollfd fd{probe.fd(), probe.events(), 0};
     ASSERT_GE(::poll(&fd, 1, 10), 0);
     if (fd.revents != 0) {
@@ -122,11 +120,51 @@ TEST(IscsiDiscoveryProbe, APortalThatClosesTheConnectionIsReportedAsLostAtItsSte
     }
     probe.tick(Clock::now());
   }
+}
+
+TEST(IscsiDiscoveryProbe, APortalThatClosesTheConnectionIsReportedAsLostAtItsStep) {
+  fakes::ClosingPortal portal;
+  DiscoveryRequest request = goodRequest();
+  request.portal = {"127.0.0.1", portal.port(), 1};
+  IscsiDiscovery probe(request, Clock::now());
+  runProbe(probe, [&] { portal.connections(); });
   ASSERT_TRUE(probe.done());
   ASSERT_FALSE(probe.result());
   EXPECT_EQ(probe.result().error(), "portal 127.0.0.1:" + std::to_string(portal.port()) +
                                         ": the connection was lost (connected, no login response)");
+  EXPECT_EQ(probe.reach(), PortalReach::Silent);
   EXPECT_EQ(portal.connections(), 1U) << "a probe never reconnects";
+}
+
+// Discovery CHAP, or an initiator list without the probe's name: the target
+// answers, so the network to it works, and proactive failover must not
+// take its refusal for an outage.
+TEST(IscsiDiscoveryProbe, APortalThatRefusesTheLoginAnsweredTheProbe) {
+  fakes::RefusingPortal portal;
+  DiscoveryRequest request = goodRequest();
+  request.portal = {"127.0.0.1", portal.port(), 1};
+  IscsiDiscovery probe(request, Clock::now());
+  runProbe(probe, [&] { portal.serve(); });
+  ASSERT_TRUE(probe.done());
+  ASSERT_FALSE(probe.result());
+  EXPECT_THAT(probe.result().error(), HasSubstr("discovery login failed"));
+  EXPECT_THAT(probe.result().error(), HasSubstr("Authentication failure"));
+  EXPECT_EQ(probe.reach(), PortalReach::Answered);
+  EXPECT_EQ(portal.serve(), 1U);
+}
+
+TEST(IscsiDiscoveryProbe, APortalNobodyListensOnIsSilent) {
+  // A port of a listener that is closed again: the connection is refused.
+  std::uint16_t port = 0;
+  { port = fakes::ClosingPortal().port(); }
+  DiscoveryRequest request = goodRequest();
+  request.portal = {"127.0.0.1", port, 1};
+  IscsiDiscovery probe(request, Clock::now());
+  runProbe(probe, [] {});
+  ASSERT_TRUE(probe.done());
+  ASSERT_FALSE(probe.result());
+  EXPECT_THAT(probe.result().error(), HasSubstr("Connection refused"));
+  EXPECT_EQ(probe.reach(), PortalReach::Silent);
 }
 
 } // namespace

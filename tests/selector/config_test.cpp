@@ -804,6 +804,19 @@ TEST(ConfigDiscovery, TimeoutLongerThanTheIntervalNamesTheFile) {
                            "discovery.probe_interval (2s)");
 }
 
+// A path a failed probe took down comes back on a passing probe only.
+TEST(ConfigDiscovery, ProactiveFailoverNeedsPeriodicProbes) {
+  Config config =
+      parseOk("[health]\nproactive_failover = true\n[discovery]\nprobe_interval = \"0s\"\n");
+  auto valid = validateConfig(config);
+  ASSERT_FALSE(valid.has_value());
+  EXPECT_EQ(valid.error(), "pathkeeper.conf:2:22: health.proactive_failover: needs periodic "
+                           "probes, but discovery.probe_interval is 0s: the paths a failed probe "
+                           "took down would never be probed again");
+  config.defaults.health.proactiveFailover = false;
+  EXPECT_TRUE(validateConfig(config).has_value());
+}
+
 TEST(ConfigDiscovery, InitiatorNameMustBeAnIscsiName) {
   EXPECT_EQ(
       parseOk("[discovery]\ninitiator_name = \"eui.02004567A425678D\"\n").discovery.initiatorName,
