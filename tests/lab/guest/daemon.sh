@@ -665,6 +665,8 @@ pd_demo() {
     pd_topology
     [[ -n $ctl ]] && { "$ctl" status || true; }
     echo "--- pathkeeperd's log of the fault"
-    grep -e "PATH=$sd" "$PD_LOG" | tail -n 8
+    # The decisions and the dm messages, not each passing TUR or the
+    # kernel's echo of our own messages.
+    grep -e "PATH=$sd" "$PD_LOG" | grep -v -e " debug: TUR " -e "the echo of our" | tail -n 10
     lab_check "pathkeeperd exits on SIGTERM and leaves the maps" pd_stop
 }
