@@ -2575,6 +2575,8 @@ void Daemon::finishProbe(const std::string &key) {
                    {{"PORTAL", portalKey(request.portal)}, {"IFACE", nic}});
     }
     portal.reachability[nic] = state;
+    log::debug(fmt::format("SendTargets {}: {}", where, state),
+               {{"PORTAL", portalKey(request.portal)}, {"IFACE", nic}});
     if (refused) {
       apply(health_.probeResult(nic, request.portal, true, "", now));
     }

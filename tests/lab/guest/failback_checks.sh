@@ -404,6 +404,37 @@ fb_proactive() {
     lab_wait 60 "every path through $portal active in dm again" fb_in_dm_is A "${paths[@]}"
 }
 
+# fb_refused_probe PORTAL NIC: LIO enforces discovery CHAP, so the probes
+# (which carry no credentials) are refused at login: the portal answers.
+# With proactive_failover on, that must fail no path; three refusals of the
+# pair (each would have failed its paths before) are waited for.
+fb_refused_probe() {
+    local portal=$1 nic=$2 n auth=/sys/kernel/config/target/iscsi/discovery_auth paths
+    fb_reload '"immediate"' "proactive_failover = true"
+    mapfile -t paths < <(fb_portal_paths "$portal")
+    n=$(fb_log_lines)
+    echo pk-probe-user >"$auth/userid"
+    echo pk-probe-secret-1 >"$auth/password"
+    echo 1 >"$auth/enforce_discovery_auth"
+    lab_log "fault: LIO enforces discovery CHAP"
+    lab_wait 60 "three probes of $portal from $nic refused" fb_refusals_after "$n" "$portal" "$nic" 3
+    lab_log "daemon: $(fb_log_after "$n" "SendTargets $portal:3260 from $nic failed")"
+    lab_check "the daemon said the portal answered" \
+        fb_logged_after "$n" "the portal answered; no path is failed for this"
+    lab_check "no path failed on a refused probe" fb_not fb_logged_after "$n" " fail: "
+    lab_check "every path through $portal still active in dm" fb_in_dm_is A "${paths[@]}"
+    echo 0 >"$auth/enforce_discovery_auth"
+    lab_wait 60 "a probe of $portal from $nic passed again" \
+        fb_logged_after "$n" "SendTargets $portal:3260 from $nic: [0-9]* target(s)"
+}
+
+# fb_refusals_after N PORTAL NIC COUNT: COUNT refusals logged after line N.
+fb_refusals_after() {
+    local got
+    got=$(tail -n +"$(($1 + 1))" "$PD_LOG" | grep -c -- "debug: SendTargets $2:3260 from $3: refused: " || true)
+    ((got >= $4))
+}
+
 # fb_confirmed_before_fail N PORTAL NIC SD: after line N, the "probing again"
 # line for PORTAL from NIC comes before SD's first failure, which names two
 # failed probes in a row.
@@ -444,6 +475,8 @@ fb_run() {
         fb_proactive 10.10.1.20 eth1 true
         lab_step "failback 6: the same with proactive_failover = false: the paths fail on the session's word"
         fb_proactive 10.10.1.21 eth2 false
+        lab_step "failback 7: proactive failover: a portal that refuses the probe (discovery CHAP) fails no path"
+        fb_refused_probe 10.10.1.20 eth1
     fi
     lab_check "pathkeeperd exits on SIGTERM" pd_stop
     lab_save pathkeeperd.log "$PD_LOG"
