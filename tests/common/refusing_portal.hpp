@@ -8,16 +8,15 @@
 // fields an initiator reads from a refusal are set. Traffic stays on
 // loopback. serve() does the work; call it from the test's loop.
 
+#include "loopback_listener.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <system_error>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,37 +24,21 @@ namespace pathkeeper::daemon::fakes {
 
 class RefusingPortal {
 public:
-  RefusingPortal() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr *>(&address), length) != 0 ||
-        ::listen(fd_, 16) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr *>(&address), &length) != 0) {
-      const int error = errno;
-      if (fd_ >= 0) {
-        ::close(fd_);
-      }
-      throw std::system_error(error, std::generic_category(), "listening on 127.0.0.1");
-    }
-    port_ = ntohs(address.sin_port);
-  }
+  RefusingPortal() = default;
   ~RefusingPortal() {
     for (const auto &client : clients_) {
       ::close(client.fd);
     }
-    ::close(fd_);
   }
   RefusingPortal(const RefusingPortal &) = delete;
   RefusingPortal &operator=(const RefusingPortal &) = delete;
 
-  [[nodiscard]] std::uint16_t port() const { return port_; }
+  [[nodiscard]] std::uint16_t port() const { return listener_.port(); }
 
   /// Accepts what is waiting and answers every complete Login Request
   /// header. @return the refusals sent so far.
   unsigned serve() {
-    for (int c; (c = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
+    for (int c; (c = listener_.accept()) >= 0;) {
       clients_.push_back({c, {}});
     }
     for (auto it = clients_.begin(); it != clients_.end();) {
@@ -100,8 +83,7 @@ private:
     (void)::send(fd, response.data(), response.size(), MSG_NOSIGNAL);
   }
 
-  int fd_;
-  std::uint16_t port_ = 0;
+  LoopbackListener listener_;
   unsigned refusals_ = 0;
   std::vector<Client> clients_;
 };
