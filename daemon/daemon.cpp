@@ -475,6 +475,7 @@ void Daemon::onDeviceEvents() {
             map.dmFailed[device] = true;
           }
         }
+        noteKernelReport(device, true);
         const bool echo = echoes_.isEcho(device, true, now);
         if (echo || adminFailed_.contains(device)) {
           // The echo of our own fail_path (dm_echo.hpp), or of the admin's:
@@ -494,6 +495,7 @@ void Daemon::onDeviceEvents() {
             map.dmFailed[device] = false;
           }
         }
+        noteKernelReport(device, false);
         if (echoes_.isEcho(device, false, now)) {
           log::debug(fmt::format("dm event PATH_REINSTATED for {}: the echo of our "
                                  "reinstate_path",
@@ -548,6 +550,20 @@ void Daemon::onDeviceEvents() {
   } else if (nameFreed && mode_ == selector::Mode::Owner) {
     requestReconcile("a device-mapper device went while a rename waits for its name");
   }
+}
+
+void Daemon::noteKernelReport(const std::string &device, bool failed) {
+  const auto pending = forwards_.pending(device);
+  if (!forwards_.kernelReported(device, failed) || pending->fail == failed) {
+    return;
+  }
+  // Our command never reached multipathd, and the path changed the other
+  // way since: the admin or multipathd's own checker, whose word is newer.
+  log::notice(fmt::format("path {}: dm reports it {} while pathkeeper's \"{} path\" for it "
+                          "was not taken by multipathd; that is left as it is",
+                          device, failed ? "failed" : "reinstated",
+                          pending->fail ? "fail" : "reinstate"),
+              {{"PATH", device}});
 }
 
 void Daemon::noteRemoved(const DeviceEvent &ev) {
@@ -800,6 +816,7 @@ void Daemon::syncHealth(const std::vector<std::string> &changed, Clock::time_poi
         apply(health_.removePath(device, now));
         adaptive_.forgetPath(device);
         echoes_.forget(device);
+        forwards_.forget(device);
       }
     } else if (!known) {
       addToHealth(*path, now);
@@ -870,6 +887,7 @@ void Daemon::onHealthTimer() {
   apply(health_.tick(now, checker_->queued()));
   startDueChecks(now);
   runMapPolicies(now);
+  resendForwards(now);
   rearmHealthTimer();
   requestPublish(options_.quietPublish);
 }
@@ -898,7 +916,8 @@ void Daemon::rearmHealthTimer() {
     return; // start(): paths are added before the timers exist; it arms them after
   }
   auto next = health_.nextDeadline();
-  for (auto other : {failback_.nextDeadline(), noPathRetry_.nextDeadline()}) {
+  for (auto other :
+       {failback_.nextDeadline(), noPathRetry_.nextDeadline(), forwards_.nextDeadline()}) {
     if (other && (!next || *other < *next)) {
       next = other;
     }
@@ -1329,14 +1348,76 @@ void Daemon::forwardToMultipathd(const std::string &command, const log::Field &f
   syncMultipathd();
 }
 
+void Daemon::forwardPathCommand(const PendingForwards::Forward &forward) {
+  const std::string command =
+      (forward.fail ? failPathCommand(forward.device) : reinstatePathCommand(forward.device))
+          .value_or("");
+  multipathd_->request(
+      command, kMultipathdTimeout,
+      [this, forward, command](Expected<std::string> reply) {
+        const Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
+                                        : Expected<void>(pathkeeper::fail(reply.error()));
+        const log::Field field{"PATH", forward.device};
+        const auto retry = forwards_.answered(forward, ok.has_value(), Clock::now());
+        if (ok) {
+          if (forward.attempt == 1) {
+            log::info(fmt::format("multipathd: {}: ok", command), {field});
+          } else {
+            log::notice(fmt::format("multipathd: {}: ok at try {}", command, forward.attempt),
+                        {field});
+          }
+        } else if (!retry) {
+          // A newer verdict replaced it, or the kernel already reports the
+          // path as it asked.
+          log::info(fmt::format("multipathd: {}: {}; no longer needed", command, ok.error()),
+                    {field});
+        } else {
+          // The first failure is an error; a command that keeps failing is
+          // reminded of now and then rather than every 30 s.
+          const auto level = forward.attempt == 1        ? log::Level::Error
+                             : forward.attempt % 10 == 0 ? log::Level::Warning
+                                                         : log::Level::Debug;
+          const auto delay = std::chrono::ceil<std::chrono::seconds>(*retry - Clock::now());
+          log::write(level,
+                     fmt::format("multipathd: {}: {} (try {}); sending it again in {} s", command,
+                                 ok.error(), forward.attempt, std::max<long>(delay.count(), 0)),
+                     {field});
+          rearmHealthTimer();
+        }
+      },
+      Clock::now());
+  syncMultipathd();
+}
+
+void Daemon::resendForwards(Clock::time_point now) {
+  for (const auto &forward : forwards_.due(now)) {
+    if (pathByDevice(forward.device) == nullptr) {
+      forwards_.forget(forward.device); // the path went meanwhile
+      continue;
+    }
+    if (auto map = maps_.find(mapOfDevice(forward.device)); map != maps_.end()) {
+      auto dm = map->second.dmFailed.find(forward.device);
+      if (dm != map->second.dmFailed.end() && dm->second == forward.fail) {
+        log::debug(fmt::format("multipathd: path {} is already {} in dm; not asked again",
+                               forward.device, forward.fail ? "failed" : "active"),
+                   {{"PATH", forward.device}});
+        forwards_.forget(forward.device);
+        continue;
+      }
+    }
+    if (auto again = forwards_.resent(forward)) {
+      forwardPathCommand(*again);
+    }
+  }
+}
+
 void Daemon::sendPathMessage(const std::string &device, bool fail, const std::string &reason) {
   if (mode_ == selector::Mode::Companion) {
-    auto command = fail ? failPathCommand(device) : reinstatePathCommand(device);
-    if (!command) {
+    if (!failPathCommand(device)) {
       log::error(fmt::format("cannot ask multipathd about '{}': not a valid device name", device));
       return;
     }
-    forwardToMultipathd(*command, {"PATH", device});
+    forwardPathCommand(forwards_.sent(device, fail));
     return;
   }
   const std::string map = mapOfDevice(device);

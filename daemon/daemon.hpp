@@ -24,6 +24,7 @@
 #include "multipathd_client.hpp"
 #include "network_watch.hpp"
 #include "no_path_retry.hpp"
+#include "pending_forwards.hpp"
 #include "per_map_state.hpp"
 #include "plan.hpp"
 #include "reconciler.hpp"
@@ -200,6 +201,9 @@ private:
   /// disable-queueing, no_path_retry, failback, adaptive, announced_) from
   /// each old name of @p renames to its new one.
   void moveMapState(const MapRenames &renames);
+  /// Companion mode: the kernel's PATH_FAILED (@p failed) or
+  /// PATH_REINSTATED for @p device may settle a forward (PendingForwards).
+  void noteKernelReport(const std::string &device, bool failed);
   /// A known map's remove uevent: it is gone, not renamed (removedMaps_).
   void noteRemoved(const DeviceEvent &ev);
   /// Ends the per-map state (no_path_retry's count, the admin's
@@ -262,6 +266,12 @@ private:
   void syncProbe(const std::string &key);
   void finishProbe(const std::string &key);
   void sendPathMessage(const std::string &device, bool fail, const std::string &reason);
+  /// Companion mode: sends a path command to multipathd and follows its
+  /// answer; one that fails is sent again (PendingForwards).
+  void forwardPathCommand(const PendingForwards::Forward &forward);
+  /// Companion mode: sends again the path commands whose retry is due,
+  /// unless dm already shows what they ask.
+  void resendForwards(Clock::time_point now);
   // The network check (issue #8): re-run on netlink changes by NetworkWatch.
   void startNetworkWatch();
   void onNetworkFindings(const std::vector<Finding> &findings);
@@ -381,7 +391,8 @@ private:
   std::map<std::string, MapState> staleMaps_;
   /// The first reconcile pass has taken over the kernel's queueing state.
   bool queueingAdopted_ = false;
-  DmEchoFilter echoes_; ///< our messages whose dm events are still due
+  DmEchoFilter echoes_;      ///< our messages whose dm events are still due
+  PendingForwards forwards_; ///< companion mode: path commands multipathd has not confirmed
   std::map<std::string, selector::SelectorKind> selectorOverrides_; ///< SetSelector, by alias
   std::vector<std::function<void(const StateSnapshot &)>> listeners_;
   std::optional<StateSnapshot> lastPublished_; ///< what publish() last handed out

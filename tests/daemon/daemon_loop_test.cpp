@@ -419,6 +419,18 @@ protected:
     });
   }
 
+  /// The published dm state of @p device ("active", "failed", "none"), or "".
+  std::string publishedDmState(const std::string &device) const {
+    if (published_) {
+      for (const auto &path : published_->paths) {
+        if (path.device == device) {
+          return path.dmState;
+        }
+      }
+    }
+    return "";
+  }
+
   std::string publishedState(const std::string &device) const {
     if (!published_) {
       return "";
@@ -2097,6 +2109,84 @@ TEST_F(DaemonLoopTest, CompanionReadsTheRepliesOnAConnectionThatReplacedATimedOu
           << "companion mode left dm to multipathd, yet: " << call;
     }
   });
+}
+
+// Companion mode: a forward multipathd does not take is sent again. A lost
+// reinstate is the one that matters: multipathd's "fail path" stopped its
+// own checker on the path, so nothing else would bring it back, and dm
+// would keep it failed while pathkeeper shows it up.
+TEST_F(DaemonLoopTest, CompanionSendsALostReinstateAgainUntilMultipathdTakesIt) {
+  std::atomic<int> reinstates{0};
+  fakes::FakeMultipathd multipathd([&](int fd, fakes::FakeMultipathd &self) {
+    while (auto command = self.readCommand(fd)) {
+      if (*command == "reinstate path sda" && reinstates++ == 0) {
+        fakes::FakeMultipathd::reply(fd, "fail\n"); // e.g. busy reconfiguring
+        continue;
+      }
+      // multipathd's cli_fail and cli_reinstate: the dm message, then "ok".
+      dm_.with([&](FakeDeviceMapper &fake) {
+        fake.message("mpatha", (command->starts_with("fail") ? "fail_path " : "reinstate_path ") +
+                                   std::string("8:0"));
+      });
+      fakes::FakeMultipathd::reply(fd, "ok\n");
+    }
+  });
+  dm_.with([](FakeDeviceMapper &fake) {
+    fake.seed("mpatha", "mpath-360014050393a1b001000000000000000",
+              "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:0 1 1 "
+              "8:16 1 1");
+    fake.seed("mpathb", "mpath-360014050393a1b002000000000000000",
+              "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:32 1 1 "
+              "8:48 1 1");
+  });
+  companionSocket_ = multipathd.name();
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return mapHolding("sda") == "mpatha"; }));
+  ASSERT_TRUE(daemon_->failPath("sda").has_value());
+  ASSERT_TRUE(runUntil([&] { return !activeInDm("mpatha", "8:0"); }));
+  sendDmPathEvent("PATH_FAILED", "mpatha", "8:0"); // the kernel's uevent for it
+  ASSERT_TRUE(runUntil([&] { return publishedDmState("sda") == "failed"; }));
+
+  ASSERT_TRUE(daemon_->reinstatePath("sda").has_value());
+  ASSERT_TRUE(runUntil([&] { return activeInDm("mpatha", "8:0"); }))
+      << "the refused reinstate was never sent again";
+  EXPECT_EQ(multipathd.commands(), (std::vector<std::string>{"fail path sda", "reinstate path sda",
+                                                             "reinstate path sda"}));
+  // Taken: nothing more is sent for it.
+  const unsigned checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 8; }));
+  EXPECT_EQ(multipathd.commands().size(), 3U) << joined(multipathd.commands());
+  EXPECT_EQ(publishedState("sda"), "up");
+}
+
+// The same with multipathd stopped (SIGSTOP) for the first send: it times
+// out, and the next try goes out on a new connection.
+TEST_F(DaemonLoopTest, CompanionSendsAnUnansweredCommandAgain) {
+  std::atomic<int> served{0};
+  fakes::FakeMultipathd multipathd([&](int fd, fakes::FakeMultipathd &self) {
+    if (served++ == 0) {
+      self.readCommand(fd);
+      self.stall();
+      return;
+    }
+    while (auto command = self.readCommand(fd)) {
+      dm_.with([&](FakeDeviceMapper &fake) { fake.message("mpatha", "fail_path 8:0"); });
+      fakes::FakeMultipathd::reply(fd, "ok\n");
+    }
+  });
+  dm_.with([](FakeDeviceMapper &fake) {
+    fake.seed("mpatha", "mpath-360014050393a1b001000000000000000",
+              "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:0 1 1 "
+              "8:16 1 1");
+  });
+  companionSocket_ = multipathd.name();
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return mapHolding("sda") == "mpatha"; }));
+  ASSERT_TRUE(daemon_->failPath("sda").has_value());
+  ASSERT_TRUE(runUntil([&] { return !activeInDm("mpatha", "8:0"); }))
+      << "the unanswered fail was never sent again";
+  EXPECT_EQ(multipathd.commands(), (std::vector<std::string>{"fail path sda", "fail path sda"}));
+  EXPECT_EQ(multipathd.connections(), 2);
 }
 
 TEST_F(DaemonLoopTest, BrokenConfigOnReloadKeepsTheOldOne) {
