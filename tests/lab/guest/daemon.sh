@@ -534,7 +534,7 @@ blacklist {
 CONF
     fi
     : >/etc/multipath/wwids
-    multipathd -d -s -v3 >"$PD_MPD_LOG" 2>&1 &
+    multipathd -d -s -v3 >>"$PD_MPD_LOG" 2>&1 &
     PD_MPD_PID=$!
     lab_log "multipathd started (pid $PD_MPD_PID)"
 }
@@ -548,6 +548,12 @@ pd_mpd_has_maps() { [[ $(pd_mpd_maps) -eq $1 ]]; }
 pd_mpd_path_dm() { multipathd show paths raw format "%d %t" 2>/dev/null | awk -v d="$1" '$1 == d {print $2}'; }
 pd_mpd_path_is() { [[ $(pd_mpd_path_dm "$1") == "$2" ]]; }
 pd_tables() { dmsetup table | grep ' multipath ' | sort; }
+# pd_dm_path_is DEVT A|F: the kernel's state of path DEVT in whichever
+# multipath map holds it.
+pd_dm_path_is() {
+    dmsetup status --target multipath 2>/dev/null |
+        awk -v d="$1" -v s="$2" '{ for (i = 1; i < NF; i++) if ($i == d && $(i + 1) == s) found = 1 } END { exit !found }'
+}
 
 # pd_states_agree: every path the daemon reports up is active in multipathd,
 # every path it reports down is failed there.
@@ -599,6 +605,32 @@ pd_companion() {
     lab_wait 30 "pathkeeperd reports $sd up" pd_path_state_is "$sd" up
     lab_check "pathkeeperd asked multipathd to reinstate $sd" pd_log_has "multipathd: reinstate path $sd: ok"
     lab_check "pathkeeperd still logged no map creation or reload" not pd_log_has "created\|reload"
+
+    # multipathd stops answering (SIGSTOP) while the admin holds $sd failed,
+    # and dies with the command unread. The restarted multipathd's own
+    # checker finds $sd fine and keeps it active: only pathkeeperd sending
+    # the lost command again fails it, as the admin asked.
+    lab_step "companion 5: a command multipathd never took is sent again"
+    dev=$(pd_devt "$sd")
+    kill -STOP "$PD_MPD_PID"
+    lab_check "the admin holds $sd failed (D-Bus FailPath)" \
+        busctl --system call org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
+        org.pathkeeper.PathKeeper1.Manager FailPath s "$sd"
+    lab_wait 30 "pathkeeperd's \"fail path $sd\" went unanswered" \
+        pd_log_has "multipathd: fail path $sd: .*(try 1); sending it again"
+    kill -KILL "$PD_MPD_PID"
+    wait "$PD_MPD_PID" 2>/dev/null || true
+    lab_check "$sd is still active in dm: the command died with multipathd" pd_dm_path_is "$dev" A
+    pd_mpd_start
+    lab_wait 90 "the restarted multipathd shows $sd failed" pd_mpd_path_is "$sd" failed
+    lab_check "pathkeeperd's later try was the one taken" pd_log_has "multipathd: fail path $sd: ok at try "
+    sleep 6 # more than one round of multipathd's checker (polling_interval 5)
+    lab_check "$sd stays failed: multipathd's checker leaves it to pathkeeperd" pd_dm_path_is "$dev" F
+    lab_check "the admin releases $sd (D-Bus ReinstatePath)" \
+        busctl --system call org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
+        org.pathkeeper.PathKeeper1.Manager ReinstatePath s "$sd"
+    lab_wait 60 "multipathd shows $sd active again" pd_mpd_path_is "$sd" active
+    lab_wait 30 "pathkeeperd agrees with multipathd on every path" pd_states_agree
     lab_check "pathkeeperd exits on SIGTERM" pd_stop
     kill "$PD_MPD_PID" 2>/dev/null || true
     lab_save pathkeeperd.log "$PD_LOG"
