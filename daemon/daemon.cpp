@@ -201,16 +201,32 @@ void Daemon::start() {
   kernel_ = probeKernel({options_.sysfsRoot, "/lib/modules", ""});
 
   selector::Mode wanted = options_.mode.value_or(config_.defaults.mode);
+  std::string why;
   if (wanted == selector::Mode::Auto) {
-    wanted = multipathdRunning(options_.multipathdSocket) ? selector::Mode::Companion
-                                                          : selector::Mode::Owner;
+    // Never connect to find out: systemd's multipathd.socket would start
+    // multipathd, which would then manage the maps beside an owner.
+    const auto seen = lookForMultipathd(options_.multipathdSocket);
+    wanted = seen.process ? selector::Mode::Companion : selector::Mode::Owner;
+    if (seen.process && !seen.listening) {
+      why = fmt::format(" (multipathd runs, though nothing listens on @{} yet)",
+                        options_.multipathdSocket);
+    } else if (seen.process) {
+      why = " (multipathd is running)";
+    } else if (seen.listening) {
+      why = " (no multipathd)";
+      log::warning(fmt::format(
+          "multipathd is not running, but something listens on its socket @{}, typically "
+          "systemd's multipathd.socket: the first client of it (multipath -ll, multipathd show "
+          "...) starts multipathd, which then manages the same maps as pathkeeperd. Disable it "
+          "(systemctl disable --now multipathd.socket multipathd.service), or run multipathd "
+          "and pathkeeperd in companion mode",
+          options_.multipathdSocket));
+    } else {
+      why = " (no multipathd)";
+    }
   }
   mode_ = wanted;
-  log::notice(fmt::format("starting in {} mode{}", selector::toString(mode_),
-                          options_.mode || config_.defaults.mode != selector::Mode::Auto
-                              ? ""
-                              : (mode_ == selector::Mode::Companion ? " (multipathd is running)"
-                                                                    : " (no multipathd)")));
+  log::notice(fmt::format("starting in {} mode{}", selector::toString(mode_), why));
   if (mode_ == selector::Mode::Companion) {
     multipathd_ = std::make_unique<MultipathdClient>(options_.multipathdSocket);
   }

@@ -1,6 +1,7 @@
 #include "multipathd_client.hpp"
 
 #include "iscsi_names.hpp"
+#include "text.hpp"
 
 #include <fmt/format.h>
 
@@ -15,6 +16,9 @@
 #include <charconv>
 #include <cstddef>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <system_error>
 #include <utility>
 
@@ -106,13 +110,52 @@ std::string lineError(std::string_view what, std::size_t number, std::string_vie
 
 } // namespace
 
-bool multipathdRunning(std::string_view socketName) {
-  const int fd = connectAbstract(socketName);
-  if (fd >= 0) {
-    ::close(fd);
-    return true;
+bool listensOnAbstract(std::string_view table, std::string_view socketName) {
+  // "Num: RefCount Protocol Flags Type St Inode Path" (net/unix/af_unix.c):
+  // a listener has __SO_ACCEPTCON (0x10000) in Flags; an abstract name is
+  // shown with '@' for its leading NUL.
+  constexpr unsigned long kAcceptCon = 0x10000;
+  const std::string wanted = socketLabel(socketName);
+  while (!table.empty()) {
+    const auto end = table.find('\n');
+    const std::string_view line = table.substr(0, end);
+    table.remove_prefix(end == std::string_view::npos ? table.size() : end + 1);
+    const auto words = selector::splitWords(line);
+    if (words.size() < 8 || words[7] != wanted) {
+      continue;
+    }
+    unsigned long flags = 0;
+    const auto *first = words[3].data();
+    const auto *last = first + words[3].size();
+    if (auto [ptr, ec] = std::from_chars(first, last, flags, 16);
+        ec == std::errc{} && ptr == last && (flags & kAcceptCon) != 0) {
+      return true;
+    }
   }
-  return fd == -EAGAIN;
+  return false;
+}
+
+MultipathdSighting lookForMultipathd(std::string_view socketName, const std::string &procRoot) {
+  MultipathdSighting seen;
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(procRoot, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() ||
+        !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    std::ifstream comm(entry.path() / "comm");
+    std::string command;
+    if (std::getline(comm, command) && command == "multipathd") {
+      seen.process = true;
+      break;
+    }
+  }
+  std::ifstream sockets(std::filesystem::path(procRoot) / "net/unix");
+  const std::string table((std::istreambuf_iterator<char>(sockets)),
+                          std::istreambuf_iterator<char>());
+  seen.listening = listensOnAbstract(table, socketName);
+  return seen;
 }
 
 Expected<std::string> encodeMultipathdMessage(std::string_view command) {

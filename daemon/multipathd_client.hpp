@@ -43,11 +43,23 @@ inline constexpr std::size_t kMaxMultipathdReply = std::size_t{32} * 1024 * 1024
 /// multipathd's own "timeout" reply comes first.
 inline constexpr std::chrono::milliseconds kMultipathdTimeout{4100};
 
-/// @brief True when something listens on the abstract socket @p socketName
-/// (a connect succeeds or the backlog is full). Never blocks. Abstract
-/// sockets belong to a network namespace: a unit with PrivateNetwork=yes,
-/// or without AF_UNIX in RestrictAddressFamilies, never sees multipathd.
-bool multipathdRunning(std::string_view socketName = kMultipathdSocket);
+/// @brief What the "auto" mode sees of multipathd at startup.
+struct MultipathdSighting {
+  bool process = false;   ///< a process named multipathd runs
+  bool listening = false; ///< something listens on its socket: multipathd, or systemd
+};
+
+/// @brief Looks for multipathd without connecting to its socket: with
+/// systemd's multipathd.socket (enabled by Debian's multipath-tools), a
+/// connect starts multipathd, which would then take over the maps. Reads
+/// @p procRoot's process names and net/unix. Abstract sockets belong to a
+/// network namespace: a unit with PrivateNetwork=yes never sees multipathd's.
+MultipathdSighting lookForMultipathd(std::string_view socketName = kMultipathdSocket,
+                                     const std::string &procRoot = "/proc");
+
+/// @brief Whether @p table, the text of /proc/net/unix, lists a listening
+/// socket bound to the abstract name @p socketName.
+bool listensOnAbstract(std::string_view table, std::string_view socketName);
 
 /// @brief Frames @p command for the wire: size_t length, text, NUL. Refuses
 /// commands that are empty, contain a NUL or exceed kMaxMultipathdCommand.

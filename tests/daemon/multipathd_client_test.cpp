@@ -17,6 +17,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -231,10 +233,66 @@ void runUntil(MultipathdClient &client, const std::function<bool()> &done,
   }
 }
 
-TEST(MultipathdClient, DetectsARunningListener) {
+// /proc/net/unix as Linux 6.1 prints it: the listener, a connection
+// accepted from it (same name, no __SO_ACCEPTCON), and look-alike names.
+constexpr std::string_view kProcNetUnix =
+    "Num       RefCount Protocol Flags    Type St Inode Path\n"
+    "0000000037f62d34: 00000002 00000000 00010000 0001 01 18832 "
+    "@/org/kernel/linux/storage/multipathd\n"
+    "000000008063d4b9: 00000003 00000000 00000000 0001 03 24771 "
+    "@/org/kernel/linux/storage/multipathd\n"
+    "00000000d2a7e1c0: 00000002 00000000 00010000 0001 01 18840 "
+    "@/org/kernel/linux/storage/multipathd2\n"
+    "00000000a1b2c3d4: 00000002 00000000 00010000 0001 01 18841 /run/multipathd.sock\n"
+    "00000000a1b2c3d5: 00000003 00000000 00000000 0001 03   122\n";
+
+TEST(MultipathdSighting, AListenerIsFoundByItsExactAbstractName) {
+  EXPECT_TRUE(listensOnAbstract(kProcNetUnix, kMultipathdSocket));
+  EXPECT_FALSE(listensOnAbstract(kProcNetUnix, "/org/kernel/linux/storage"));
+  EXPECT_FALSE(listensOnAbstract(kProcNetUnix, "/run/multipathd.sock")) << "not abstract";
+  EXPECT_FALSE(listensOnAbstract("", kMultipathdSocket));
+}
+
+TEST(MultipathdSighting, AConnectionUnderTheNameIsNoListener) {
+  std::string connectedOnly(kProcNetUnix);
+  connectedOnly.erase(connectedOnly.find("0000000037f62d34"),
+                      connectedOnly.find("000000008063d4b9") -
+                          connectedOnly.find("0000000037f62d34"));
+  EXPECT_FALSE(listensOnAbstract(connectedOnly, kMultipathdSocket));
+}
+
+// The real /proc: a listener of this test's own is seen without a connect
+// (the fake counts its connections), and this process is not multipathd.
+TEST(MultipathdSighting, SeesAListenerWithoutConnecting) {
   FakeMultipathd server(echoHandler);
-  EXPECT_TRUE(multipathdRunning(server.name()));
-  EXPECT_FALSE(multipathdRunning(uniqueSocketName()));
+  const auto seen = lookForMultipathd(server.name());
+  EXPECT_TRUE(seen.listening);
+  EXPECT_FALSE(seen.process);
+  EXPECT_EQ(server.connections(), 0);
+  EXPECT_FALSE(lookForMultipathd(uniqueSocketName()).listening);
+}
+
+TEST(MultipathdSighting, FindsAProcessNamedMultipathd) {
+  char pattern[] = "/tmp/pk-proc-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const std::filesystem::path proc = pattern;
+  const auto write = [](const std::filesystem::path &file, std::string_view text) {
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+  };
+  write(proc / "1/comm", "systemd\n");
+  write(proc / "net/unix", kProcNetUnix);
+  auto seen = lookForMultipathd(kMultipathdSocket, proc.string());
+  EXPECT_FALSE(seen.process) << "only systemd's multipathd.socket";
+  EXPECT_TRUE(seen.listening);
+  write(proc / "self/comm", "multipathd\n"); // not a process directory
+  write(proc / "412/comm", "multipathd-helper\n");
+  EXPECT_FALSE(lookForMultipathd(kMultipathdSocket, proc.string()).process);
+  write(proc / "733/comm", "multipathd\n");
+  seen = lookForMultipathd(kMultipathdSocket, proc.string());
+  EXPECT_TRUE(seen.process);
+  EXPECT_TRUE(seen.listening);
+  std::filesystem::remove_all(proc);
 }
 
 TEST(MultipathdClient, SendsARequestAndGetsTheReply) {
