@@ -569,8 +569,39 @@ pd_states_agree() {
     done < <(jq -r '.paths[] | "\(.device) \(.state)"' "$PD_STATE")
 }
 
+# pd_socket_only DAEMON: something listens on multipathd's socket but
+# multipathd does not run, as with systemd's multipathd.socket (enabled by
+# Debian's multipath-tools) after "systemctl stop multipathd". The guest has
+# no systemd as PID 1; systemd-socket-activate plays multipathd.socket: the
+# first connection starts multipathd. The "auto" mode must find no
+# multipathd without connecting, and start none.
+pd_socket_only() {
+    local daemon=$1 activator
+    # This step's own log and state: the companion steps check theirs.
+    local PD_LOG=$LAB_RUN/pathkeeperd-socket-only.log PD_STATE=$LAB_RUN/pathkeeperd-socket-only.json
+    lab_step "companion 0: only a socket listens for multipathd (multipathd.socket)"
+    systemd-socket-activate -l @/org/kernel/linux/storage/multipathd \
+        multipathd -d -s -v3 >>"$PD_MPD_LOG" 2>&1 &
+    activator=$!
+    lab_wait 10 "the socket listens" grep -q "@/org/kernel/linux/storage/multipathd" /proc/net/unix
+    pd_write_config service-time
+    pd_start "$daemon"
+    lab_wait 60 "pathkeeperd ready" pd_ready
+    lab_check "pathkeeperd chose owner mode: multipathd does not run" test "$(jq -r .mode "$PD_STATE")" = owner
+    lab_check "pathkeeperd warned that a client of the socket would start multipathd" \
+        pd_log_has "multipathd is not running, but something listens on its socket"
+    lab_check "looking did not start multipathd" not pgrep -x multipathd
+    lab_wait 30 "both maps with 2 paths each" pd_maps_present
+    lab_check "pathkeeperd exits on SIGTERM" pd_stop
+    kill "$activator" 2>/dev/null || true
+    wait "$activator" 2>/dev/null || true
+    lab_check "pathkeeperd's maps removed for multipathd" dmsetup remove xserve-upper xserve-lower
+    lab_save pathkeeperd-socket-only.log "$PD_LOG"
+}
+
 pd_companion() {
     local daemon=$1 tables_before
+    pd_socket_only "$daemon"
     lab_step "companion 1: multipathd owns the maps"
     pd_mpd_start
     lab_wait 90 "multipathd built 2 maps" pd_mpd_has_maps 2
