@@ -372,7 +372,10 @@ int runDoctor(const DoctorOptions &options) {
   known = daemon::bindingsFromSessions(*inventory);
   const auto records = daemon::readIscsiRecords(options.iscsiDir);
   report.warnings = records.warnings;
-  for (auto &binding : daemon::bindingsFromRecords(records)) {
+  const auto nicOf = [&options](std::string_view address) {
+    return daemon::nicWithHardwareAddress(options.sysfsRoot, address);
+  };
+  for (auto &binding : daemon::bindingsFromRecords(records, nicOf)) {
     known.push_back(std::move(binding));
   }
   auto chosen = chooseBindings(options, known, report.warnings);

@@ -161,7 +161,8 @@ IscsiRecords readIscsiRecords(const std::filesystem::path &etcIscsi) {
   return records;
 }
 
-std::vector<Binding> bindingsFromRecords(const IscsiRecords &records) {
+std::vector<Binding> bindingsFromRecords(const IscsiRecords &records,
+                                         const NicOfHardwareAddress &nicOf) {
   std::vector<Binding> bindings;
   for (const auto &node : records.nodes) {
     if (node.iface == "default" || node.portal.address.empty()) {
@@ -177,6 +178,10 @@ std::vector<Binding> bindingsFromRecords(const IscsiRecords &records) {
     }
     Binding binding;
     binding.nic = value(from, "iface.net_ifacename");
+    if (const std::string hw = value(from, "iface.hwaddress");
+        binding.nic.empty() && !hw.empty() && hw != "default" && nicOf) {
+      binding.nic = nicOf(hw); // iscsid binds to the NIC with that address
+    }
     binding.source = value(from, "iface.ipaddress");
     if (binding.nic.empty() && binding.source.empty()) {
       continue;

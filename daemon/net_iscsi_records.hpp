@@ -12,6 +12,7 @@
 #include "sysfs_inventory.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -45,9 +46,15 @@ struct IscsiRecords {
 /// A missing directory gives no records, not an error.
 IscsiRecords readIscsiRecords(const std::filesystem::path &etcIscsi);
 
-/// @brief One binding per node record whose iface names a NIC or an address;
-/// records on the "default" iface (kernel routing decides) give none.
-std::vector<Binding> bindingsFromRecords(const IscsiRecords &records);
+/// @brief Which NIC has a hardware address, for ifaces bound by
+/// iface.hwaddress ("" when none has it).
+using NicOfHardwareAddress = std::function<std::string(std::string_view)>;
+
+/// @brief One binding per node record whose iface names a NIC (by
+/// iface.net_ifacename, or by iface.hwaddress through @p nicOf) or an
+/// address; records on the "default" iface (kernel routing decides) give none.
+std::vector<Binding> bindingsFromRecords(const IscsiRecords &records,
+                                         const NicOfHardwareAddress &nicOf = {});
 
 /// @brief One binding per kernel session: its host's netdev and ipaddress,
 /// its connection's persistent portal, and the sd devices and WWIDs behind it.

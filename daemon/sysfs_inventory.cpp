@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <fstream>
 #include <set>
 #include <span>
 #include <system_error>
@@ -411,6 +412,45 @@ std::pair<std::string, std::string> lastTwo(std::string_view devpath) {
 
 } // namespace
 
+std::string nicWithHardwareAddress(const fs::path &sysfsRoot, std::string_view address) {
+  const auto lower = [](std::string_view text) {
+    std::string out(trim(text));
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return out;
+  };
+  const std::string wanted = lower(address);
+  if (wanted.empty()) {
+    return {};
+  }
+  const auto readLine = [](const fs::path &file) {
+    std::ifstream in(file);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  std::string best;
+  long bestIndex = 0;
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(sysfsRoot / "class/net", ec)) {
+    const auto dir = entry.path();
+    if (trim(readLine(dir / "type")) != "1" || lower(readLine(dir / "address")) != wanted) {
+      continue; // ARPHRD_ETHER only, as open-iscsi
+    }
+    long index = 0;
+    const std::string text(trim(readLine(dir / "ifindex")));
+    if (auto [ptr, error] = std::from_chars(text.data(), text.data() + text.size(), index);
+        error != std::errc() || ptr != text.data() + text.size()) {
+      continue;
+    }
+    if (best.empty() || index < bestIndex) {
+      best = dir.filename().string();
+      bestIndex = index;
+    }
+  }
+  return best;
+}
+
 bool operator==(const InventoryPath &a, const InventoryPath &b) {
   const auto fields = [](const selector::Path &p) {
     return std::tie(p.device, p.devt, p.wwid, p.vendor, p.product, p.serial, p.sizeSectors,
@@ -705,6 +745,14 @@ void SysfsInventory::refreshHost(Inventory &inventory, const std::string &name) 
   host.netdev = unsetToEmpty(read.textOr("netdev", Need::Optional));
   host.ipAddress = unsetToEmpty(read.textOr("ipaddress", Need::Optional));
   host.hwAddress = unsetToEmpty(read.textOr("hwaddress", Need::Optional));
+  if (host.hwAddress == "default") {
+    host.hwAddress.clear(); // open-iscsi's "not bound by address"
+  }
+  if (host.netdev.empty() && !host.hwAddress.empty()) {
+    // Bound by iface.hwaddress: iscsid bound the socket to the NIC with
+    // that address, but the kernel only knows the address.
+    host.netdev = nicWithHardwareAddress(root_, host.hwAddress);
+  }
   host.initiatorName = unsetToEmpty(read.textOr("initiatorname", Need::Optional));
   if (!isDirectory(*dir)) {
     inventory.hosts.erase(name);

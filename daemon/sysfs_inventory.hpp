@@ -60,9 +60,12 @@ struct IscsiConnection {
 struct IscsiHost {
   std::string name; ///< "host2"
   int hostNo = -1;
-  std::string netdev;    ///< bound NIC; empty when the kernel says "<NULL>"/"(null)"
+  /// The bound NIC: the kernel's netdev (iface.net_ifacename) or, for an
+  /// iface bound by iface.hwaddress, the NIC open-iscsi resolved it to
+  /// (nicWithHardwareAddress). Empty when unbound.
+  std::string netdev;
   std::string ipAddress; ///< the connection's local address
-  std::string hwAddress;
+  std::string hwAddress; ///< iface.hwaddress when the iface is bound by it
   std::string initiatorName;
   std::vector<std::string> problems;
 
@@ -152,6 +155,14 @@ void derivePaths(Inventory &inventory);
 
 /// @brief Reads the iSCSI inventory from a sysfs tree.
 ///
+/// @brief The NIC open-iscsi binds a session to for iface.hwaddress
+/// @p address (usr/io.c, net_get_netdev_from_hwaddress): the first Ethernet
+/// interface by ifindex with that address, compared without case. A bond
+/// and its slaves share one address; open-iscsi takes the lowest index, and
+/// so does this. Reads @p sysfsRoot/class/net; "" when none has it.
+[[nodiscard]] std::string nicWithHardwareAddress(const std::filesystem::path &sysfsRoot,
+                                                 std::string_view address);
+
 /// Reads go through class/iscsi_session, class/iscsi_connection,
 /// class/iscsi_host and block/sd*. Only an unusable root is an error: a device
 /// that disappears mid-scan, or an attribute that cannot be read, becomes a

@@ -478,6 +478,28 @@ TEST_F(IscsiRecordFiles, NodesThroughIfacesBecomeBindingsAndDefaultIfaceNone) {
   EXPECT_EQ(bindings[1].portal.port, 3261);
 }
 
+TEST_F(IscsiRecordFiles, AnIfaceBoundByHardwareAddressIsOnTheNicWithIt) {
+  write("ifaces/by-mac", "iface.iscsi_ifacename = by-mac\niface.hwaddress = 52:54:00:0a:01:0b\n"
+                         "iface.net_ifacename = <empty>\niface.transport_name = tcp\n");
+  write("ifaces/unknown-mac", "iface.iscsi_ifacename = unknown-mac\n"
+                              "iface.hwaddress = 52:54:00:ff:ff:ff\n");
+  const std::string iqn = "iqn.2024-01.com.example:upper";
+  write("nodes/" + iqn + "/10.10.1.21,3260,1/by-mac",
+        "node.conn[0].address = 10.10.1.21\niface.iscsi_ifacename = by-mac\n");
+  write("nodes/" + iqn + "/10.10.1.20,3260,1/unknown-mac",
+        "node.conn[0].address = 10.10.1.20\niface.iscsi_ifacename = unknown-mac\n");
+  const auto records = readIscsiRecords(dir_);
+  const auto nicOf = [](std::string_view address) {
+    return address == "52:54:00:0a:01:0b" ? std::string("eth2") : std::string();
+  };
+  const auto bindings = bindingsFromRecords(records, nicOf);
+  ASSERT_EQ(bindings.size(), 1U) << "an address no NIC has binds nothing";
+  EXPECT_EQ(bindings[0].nic, "eth2");
+  EXPECT_TRUE(bindings[0].boundByDevice);
+  EXPECT_EQ(bindings[0].portal.address, "10.10.1.21");
+  EXPECT_THAT(bindingsFromRecords(records), IsEmpty()) << "without a resolver: unknown";
+}
+
 TEST_F(IscsiRecordFiles, MissingDirectoryIsNoRecords) {
   const auto records = readIscsiRecords(dir_ / "nowhere");
   EXPECT_THAT(records.nodes, IsEmpty());

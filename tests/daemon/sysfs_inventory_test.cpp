@@ -79,7 +79,17 @@ public:
     std::string iface = "iface0";
     std::string netdev = "eth1";
     std::string state = "LOGGED_IN";
+    std::string hwaddress = "(null)"; ///< iface.hwaddress, set when bound by it
   };
+
+  /// class/net/@p name with its ifindex, type (1: Ethernet) and address.
+  void addNic(const std::string &name, int ifindex, const std::string &address, int type = 1) {
+    const auto dir = root_ / "devices/virtual/net" / name;
+    writeFile(dir / "ifindex", std::to_string(ifindex) + "\n");
+    writeFile(dir / "type", std::to_string(type) + "\n");
+    writeFile(dir / "address", address + "\n");
+    link(root_ / "class/net" / name, "../../devices/virtual/net/" + name);
+  }
 
   void addSession(const Session &s) {
     const auto sid = std::to_string(s.id);
@@ -107,7 +117,7 @@ public:
     const auto hostDir = root_ / "devices/platform" / host / "iscsi_host" / host;
     writeFile(hostDir / "netdev", s.netdev + "\n");
     writeFile(hostDir / "ipaddress", "10.10.1.10\n");
-    writeFile(hostDir / "hwaddress", "(null)\n");
+    writeFile(hostDir / "hwaddress", s.hwaddress + "\n");
     link(root_ / "class/iscsi_host" / host,
          "../../devices/platform/" + host + "/iscsi_host/" + host);
   }
@@ -289,6 +299,48 @@ TEST(ParseUdevAction, KnowsTheThreeActionsThatMatter) {
 }
 
 // --- scanning hand-made trees ------------------------------------------------
+
+// An iface bound by iface.hwaddress: the kernel's host shows the address and
+// no netdev; iscsid bound the socket to the NIC that has the address.
+TEST_F(SysfsTree, ASessionBoundByHardwareAddressIsOnTheNicWithIt) {
+  FakeSysfs fake(root_);
+  fake.addNic("lo", 1, "00:00:00:00:00:00", 772);
+  fake.addNic("eth1", 2, "52:54:00:0a:01:0a");
+  fake.addNic("eth2", 3, "52:54:00:0a:01:0b");
+  fake.addSession({.id = 1,
+                   .host = 2,
+                   .target = std::string(kUpperIqn20),
+                   .iface = "by-mac",
+                   .netdev = "(null)",
+                   .hwaddress = "52:54:00:0A:01:0B"});
+  fake.addDisk({.host = 2,
+                .session = 1,
+                .name = "sda",
+                .dev = "8:0",
+                .pg83 = page83(kUpperNaa),
+                .pg80 = page80("0393a1b00100"),
+                .wwid = "naa." + std::string(kUpperNaa)});
+  const auto inventory = scan();
+  EXPECT_EQ(allProblems(inventory), "");
+  ASSERT_TRUE(inventory.paths.contains("sda"));
+  EXPECT_EQ(inventory.paths.at("sda").path.netdev, "eth2");
+  EXPECT_EQ(inventory.hosts.at("host2").hwAddress, "52:54:00:0A:01:0B");
+}
+
+// A bond shares its first slave's address; open-iscsi takes the lowest
+// ifindex, an Ethernet one. No NIC with the address: no binding.
+TEST_F(SysfsTree, TheNicOfAHardwareAddressIsOpenIscsisChoice) {
+  FakeSysfs fake(root_);
+  fake.addNic("bond0", 7, "52:54:00:0a:01:0a");
+  fake.addNic("eth1", 3, "52:54:00:0a:01:0a");
+  fake.addNic("ib0", 2, "52:54:00:0a:01:0a", 32); // not Ethernet
+  fake.addNic("eth2", 4, "52:54:00:0a:01:0b");
+  EXPECT_EQ(nicWithHardwareAddress(root_, "52:54:00:0A:01:0A"), "eth1");
+  EXPECT_EQ(nicWithHardwareAddress(root_, "52:54:00:0a:01:0b\n"), "eth2");
+  EXPECT_EQ(nicWithHardwareAddress(root_, "52:54:00:0a:01:0c"), "");
+  EXPECT_EQ(nicWithHardwareAddress(root_, ""), "");
+  EXPECT_EQ(nicWithHardwareAddress(root_ / "nowhere", "52:54:00:0a:01:0a"), "");
+}
 
 TEST_F(SysfsTree, ReadsTheXserveSessionsAndDerivesEveryPathField) {
   buildXserve();
