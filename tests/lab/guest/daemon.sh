@@ -119,6 +119,8 @@ pd_owner() {
     done
     lab_check "the state file says 2 maps, 4 paths" \
         test "$(jq '.maps | length' "$PD_STATE")/$(jq '.paths | length' "$PD_STATE")" = 2/4
+    lab_check "iface1's paths (bound by eth2's hardware address) are on eth2" \
+        test "$(jq -r '[.paths[] | select(.portal | startswith("10.10.1.21:")) | .netdev] | join(",")' "$PD_STATE")" = eth2,eth2
     busctl --system tree org.pathkeeper.PathKeeper1 || true
     lab_check "D-Bus: 2 map objects and 4 path objects on the system bus" \
         test "$(pd_bus_objects /maps/)/$(pd_bus_objects /paths/)" = 2/4

@@ -40,6 +40,14 @@ ini_iface() {
     iscsiadm -m iface -I "$1" -o update -n iface.net_ifacename -v "$2" >/dev/null
 }
 
+# ini_iface_by_mac IFACE NIC: an iface bound by NIC's hardware address
+# (iface.hwaddress). iscsid binds the sessions to the NIC with it; the
+# kernel's iscsi_host then shows the address and no netdev.
+ini_iface_by_mac() {
+    iscsiadm -m iface -I "$1" -o new >/dev/null
+    iscsiadm -m iface -I "$1" -o update -n iface.hwaddress -v "$(<"/sys/class/net/$2/address")" >/dev/null
+}
+
 # ini_login TARGET_IQN PORTAL_IP IFACE: a node record and a login.
 ini_login() {
     local iqn=$1 ip=$2 iface=$3 kv

@@ -79,12 +79,28 @@ scenario_setup() {
     xs_target
     ini_setup
     ini_iface iface0 eth1
-    ini_iface iface1 eth2
+    # iface1 by eth2's hardware address, as many installations bind: the
+    # daemon must find eth2 itself (its probes, its network check).
+    ini_iface_by_mac iface1 eth2
     local deb
     deb=$(xs_arg deb "" "$@")
     [[ -z $deb ]] || sy_install_deb "$deb"
     xs_login_all
     ini_wait_paths 4
+}
+
+# xs_bound_by_mac: iface1's two sessions are bound by eth2's hardware
+# address, and their iscsi_hosts do not name eth2 (the daemon must).
+xs_bound_by_mac() {
+    local mac host n=0
+    mac=$(</sys/class/net/eth2/address)
+    for host in /sys/class/iscsi_host/host*; do
+        [[ $(<"$host/hwaddress") == "$mac" ]] || continue
+        lab_log "$(basename "$host"): hwaddress $mac, netdev '$(<"$host/netdev")'"
+        [[ $(<"$host/netdev") != eth2 ]] || return 1
+        n=$((n + 1))
+    done
+    ((n == 2))
 }
 
 # The basic checks every xserve boot makes.
@@ -97,6 +113,7 @@ xs_check_basics() {
     lab_check "4 sd devices" test "$(printf '%s\n' "$paths" | grep -c '^sd')" -eq 4
     lab_check "2 distinct WWIDs" test "$(printf '%s\n' "$paths" | awk '{print $7}' | sort -u | wc -l)" -eq 2
     lab_check "4 distinct target names" test "$(printf '%s\n' "$paths" | awk '{print $4}' | sort -u | wc -l)" -eq 4
+    lab_check "iface1's 2 sessions are bound by eth2's hardware address alone" xs_bound_by_mac
     local sd
     for sd in $(printf '%s\n' "$paths" | awk '{print $1}'); do
         lab_check "$sd is APPLE Xserve RAID" \
