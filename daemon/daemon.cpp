@@ -956,7 +956,8 @@ Expected<void> Daemon::reloadConfig() {
   }
   const bool probesChanged = config->discovery != config_.discovery;
   config_ = std::move(*config);
-  health_.setSettings(config_.defaults.health);
+  health_.setSettings(config_.defaults.health, Clock::now());
+  rearmHealthTimer();
   adaptive_.setSettings(config_.adaptive);
   log::notice("configuration reloaded");
   if (probesChanged) {

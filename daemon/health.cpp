@@ -81,6 +81,19 @@ void HealthTracker::setSettings(const selector::HealthSettings &settings) {
   settings_ = settings;
 }
 
+void HealthTracker::setSettings(const selector::HealthSettings &settings, TimePoint now) {
+  setSettings(settings);
+  for (auto &[device, entry] : paths_) {
+    if (entry.inFlight) {
+      continue; // its result schedules the next one with the new interval
+    }
+    const bool failed = entry.shaky || !healthy(entry);
+    const auto latest =
+        now + jittered(failed ? settings_.failedCheckerInterval : settings_.checkerInterval);
+    entry.nextCheck = std::min(entry.nextCheck, latest);
+  }
+}
+
 bool HealthTracker::healthy(const Entry &entry) const {
   return !entry.needsGoodCheck && !sessionBad(entry.facts.session) &&
          !deviceBad(entry.facts.device) && !(settings_.proactiveFailover && entry.probeFailed);

@@ -164,6 +164,9 @@ public:
 
   /// @brief Applies new settings (SIGHUP); running hold-downs keep their end.
   void setSettings(const selector::HealthSettings &settings);
+  /// @brief The same at @p now, and shorter check intervals apply at once:
+  /// no check stays scheduled later than the new interval allows.
+  void setSettings(const selector::HealthSettings &settings, TimePoint now);
   [[nodiscard]] const selector::HealthSettings &settings() const { return settings_; }
 
   /// @brief Starts tracking @p device; its first check is due at once. A

@@ -310,6 +310,25 @@ TEST(HealthFlapDamping, ThreeFailuresWithinTheWindowMakeThePathShaky) {
   EXPECT_EQ(health->holdDownUntil, t0 + 60s);
 }
 
+// SIGHUP with a shorter checker_interval: the checks scheduled under the
+// old one come no later than the new interval allows; a longer one waits
+// for the next result.
+TEST(HealthTracker, AShorterIntervalOnReloadAppliesAtOnce) {
+  HealthSettings slow;
+  slow.checkerInterval = std::chrono::seconds(60);
+  HealthTracker tracker(slow);
+  addUp(tracker, "sdb", t0);
+  addUp(tracker, "sdc", t0);
+  tracker.markCheckStarted("sdc", t0 + 1s); // in flight: its result reschedules it
+  ASSERT_THAT(tracker.dueChecks(t0 + 40s), IsEmpty());
+  HealthSettings fast = slow;
+  fast.checkerInterval = std::chrono::seconds(2);
+  tracker.setSettings(fast, t0 + 10s);
+  EXPECT_THAT(tracker.dueChecks(t0 + 10s + 2200ms), ElementsAre("sdb"));
+  tracker.setSettings(slow, t0 + 11s);
+  EXPECT_THAT(tracker.dueChecks(t0 + 10s + 2200ms), ElementsAre("sdb"));
+}
+
 TEST(HealthFlapDamping, FailuresSpreadWiderThanTheWindowDoNotMakeItShaky) {
   HealthTracker tracker(HealthSettings{});
   addUp(tracker, "sdb", t0);
