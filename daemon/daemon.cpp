@@ -155,6 +155,8 @@ CheckStatus checkStatusOf(TurStatus status) {
     return CheckStatus::Standby;
   case TurStatus::Timeout:
     return CheckStatus::TimedOut;
+  case TurStatus::Transitioning:
+    return CheckStatus::Transitioning;
   case TurStatus::Down:
   case TurStatus::Retry:
     break;

@@ -301,10 +301,27 @@ HealthTracker::Decisions HealthTracker::checkCompleted(const std::string &device
   const bool recheck = entry.recheckAfterFlight;
   entry.inFlight = false;
   entry.recheckAfterFlight = false;
-  entry.checked = true;
   entry.lastCheck = result.status;
   entry.lastCheckReason = result.reason;
   entry.lastCheckLatency = result.latency;
+  if (result.status != CheckStatus::Transitioning) {
+    entry.transitioningSince.reset();
+  } else {
+    if (!entry.transitioningSince) {
+      entry.transitioningSince = now;
+    }
+    if (now - *entry.transitioningSince < kTransitionLimit) {
+      // The array is moving the LU between its ports, and scsi_dh_alua
+      // holds the path's I/O meanwhile: not a failure (failing it would
+      // count towards flap damping). The path keeps its state, and the
+      // check after the transition decides.
+      entry.nextCheck = recheck ? now
+                                : now + std::min<milliseconds>(settings_.failedCheckerInterval,
+                                                               kTransitionRecheck);
+      return {};
+    }
+  }
+  entry.checked = true;
 
   std::string reason;
   bool dampingChanged = false;
@@ -331,11 +348,17 @@ HealthTracker::Decisions HealthTracker::checkCompleted(const std::string &device
     }
   } else {
     const bool wasHealthy = healthy(entry);
-    reason = result.status == CheckStatus::TimedOut
-                 ? fmt::format("TUR timed out after {}",
-                               readable(std::chrono::duration_cast<milliseconds>(result.latency)))
-                 : fmt::format("TUR failed: {}",
-                               result.reason.empty() ? "no reason given" : result.reason);
+    if (result.status == CheckStatus::TimedOut) {
+      reason = fmt::format("TUR timed out after {}",
+                           readable(std::chrono::duration_cast<milliseconds>(result.latency)));
+    } else if (result.status == CheckStatus::Transitioning) {
+      reason = fmt::format("TUR reports an ALUA transition for over {}: {}",
+                           readable(std::chrono::duration_cast<milliseconds>(kTransitionLimit)),
+                           result.reason.empty() ? "no reason given" : result.reason);
+    } else {
+      reason =
+          fmt::format("TUR failed: {}", result.reason.empty() ? "no reason given" : result.reason);
+    }
     dampingChanged = afterBad(entry, wasHealthy, now, reason);
   }
   scheduleAfterResult(entry, now);

@@ -95,6 +95,12 @@ enum class CheckStatus {
   Failed,
   TimedOut,
   Standby, ///< NOT READY / ALUA standby: usable as a last resort (ghost)
+  /// NOT READY, asymmetric access state transition (ALUA 04/0A): the array
+  /// is moving the LU between its ports. Not a verdict: the path keeps its
+  /// state and is checked again soon (HealthTracker::kTransitionRecheck),
+  /// as multipath-tools does since 0.10; a transition that lasts longer
+  /// than kTransitionLimit counts as a failure.
+  Transitioning,
 };
 
 /// @brief One completed check, as the checker reports it.
@@ -158,6 +164,13 @@ public:
   using Clock = std::chrono::steady_clock;
   using TimePoint = Clock::time_point;
   using Decisions = std::vector<HealthDecision>;
+
+  /// @brief How soon a path reporting an ALUA transition is checked again.
+  static constexpr std::chrono::seconds kTransitionRecheck{1};
+  /// @brief How long a transition may last before it counts as a failure:
+  /// the kernel's default ALUA transition timeout (scsi_dh_alua), after
+  /// which it fails the I/O it held.
+  static constexpr std::chrono::seconds kTransitionLimit{60};
 
   /// @brief @p seed seeds the scheduling jitter.
   explicit HealthTracker(selector::HealthSettings settings, std::uint32_t seed = 0);
@@ -252,6 +265,7 @@ private:
     std::optional<TimePoint> lastRelease;
     std::chrono::milliseconds lastHoldDown{0};
     std::optional<CheckStatus> lastCheck;
+    std::optional<TimePoint> transitioningSince; ///< first of the checks reporting a transition
     std::string lastCheckReason;
     std::optional<std::chrono::microseconds> lastCheckLatency;
   };

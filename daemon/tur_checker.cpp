@@ -233,6 +233,9 @@ TurVerdict decodeCheckCondition(const std::vector<std::uint8_t> &bytes) {
         (sense->asc->second == 0x0b || sense->asc->second == 0x0c)) {
       return verdict(TurStatus::Ghost, std::move(reason));
     }
+    if (sense->asc && sense->asc->first == 0x04 && sense->asc->second == 0x0a) {
+      return verdict(TurStatus::Transitioning, std::move(reason));
+    }
     return verdict(TurStatus::Down, std::move(reason));
   case 0x6: // reported once per event: asking again gives the real state
   case 0xb: // the target aborted it, e.g. on a transport problem
@@ -256,6 +259,8 @@ std::string_view toString(TurStatus status) {
     return "retry";
   case TurStatus::Timeout:
     return "timeout";
+  case TurStatus::Transitioning:
+    return "transitioning";
   }
   return "unknown";
 }
@@ -267,6 +272,7 @@ selector::PathState toPathState(TurStatus status) {
   case TurStatus::Ghost:
     return selector::PathState::Ghost;
   case TurStatus::Retry:
+  case TurStatus::Transitioning:
     return selector::PathState::Pending;
   case TurStatus::Down:
   case TurStatus::Timeout:

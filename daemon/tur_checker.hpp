@@ -43,11 +43,16 @@ enum class TurStatus {
   Ghost,   ///< reachable through a standby or unavailable ALUA target port
   Retry,   ///< a transient answer (UNIT ATTENTION, BUSY, ...): ask again at once
   Timeout, ///< the command or the kernel's handling of it ran out of time
+  /// NOT READY, ASC/ASCQ 04/0A: an ALUA access state transition. Final for
+  /// this check (a transition takes seconds); the health engine keeps the
+  /// path's state and checks it again soon.
+  Transitioning,
 };
 
 std::string_view toString(TurStatus status);
 
-/// @brief The health state a final verdict means; Retry maps to Pending and
+/// @brief The health state a final verdict means; Retry and Transitioning
+/// map to Pending (multipath-tools 0.10 reports a transition as pending) and
 /// Timeout to Down, as multipathd treats a timed-out check.
 selector::PathState toPathState(TurStatus status);
 
@@ -64,7 +69,8 @@ struct TurVerdict {
 ///
 /// Follows multipath-tools' tur checker where it is explicit: RESERVATION
 /// CONFLICT is up, UNIT ATTENTION is asked again, NOT READY with ASC/ASCQ
-/// 04/0B (standby) is ghost, and DID_NO_CONNECT, DID_BAD_TARGET, DID_ABORT and
+/// 04/0B (standby) is ghost, 04/0A (transitioning) is Transitioning (as in
+/// multipath-tools 0.10; 0.9.4 calls it down), and DID_NO_CONNECT, DID_BAD_TARGET, DID_ABORT and
 /// DID_TRANSPORT_FAILFAST are down at once. It differs where the brief of
 /// this project asks for it or the kernel says more: 04/0C (unavailable) is
 /// ghost too; DID_TIME_OUT and DRIVER_TIMEOUT are Timeout rather than a

@@ -46,6 +46,10 @@ CheckResult passed() {
 CheckResult turFailed() {
   return CheckResult{CheckStatus::Failed, "sense 02/04/03", 900us};
 }
+CheckResult transitioning() {
+  return CheckResult{CheckStatus::Transitioning,
+                     "TUR: NOT READY, ASC 04/0A asymmetric access state transition", 600us};
+}
 CheckResult standby() {
   return CheckResult{CheckStatus::Standby, "ALUA standby", 700us};
 }
@@ -327,6 +331,73 @@ TEST(HealthTracker, AShorterIntervalOnReloadAppliesAtOnce) {
   EXPECT_THAT(tracker.dueChecks(t0 + 10s + 2200ms), ElementsAre("sdb"));
   tracker.setSettings(slow, t0 + 11s);
   EXPECT_THAT(tracker.dueChecks(t0 + 10s + 2200ms), ElementsAre("sdb"));
+}
+
+// ALUA 04/0A: the array moving the LU between its ports. The path keeps its
+// state and is checked again within a second; the check after the
+// transition decides. Three transitions in the flap window make no shaky
+// path (multipath-tools 0.9.4 failed the path each time).
+TEST(HealthAluaTransition, AnUpPathKeepsItsStateAndIsCheckedAgainSoon) {
+  HealthSettings settings;
+  settings.failedCheckerInterval = std::chrono::seconds(5);
+  HealthTracker tracker(settings);
+  addUp(tracker, "sdb", t0);
+  for (int round = 1; round <= 3; ++round) {
+    const auto at = t0 + std::chrono::seconds(10 * round);
+    tracker.markCheckStarted("sdb", at);
+    EXPECT_THAT(tracker.checkCompleted("sdb", transitioning(), at), IsEmpty());
+    EXPECT_EQ(tracker.state("sdb"), PathState::Up);
+    EXPECT_EQ(tracker.nextDeadline(), at + 1s);
+    EXPECT_THAT(tracker.dueChecks(at + 1s), ElementsAre("sdb"));
+    tracker.markCheckStarted("sdb", at + 1s);
+    // The transition ends on the standby side: ghost, never failed.
+    const auto after = only(tracker.checkCompleted("sdb", standby(), at + 1s));
+    EXPECT_EQ(after.state, PathState::Ghost);
+    EXPECT_EQ(after.action, DmAction::None);
+    tracker.markCheckStarted("sdb", at + 2s);
+    tracker.checkCompleted("sdb", passed(), at + 2s);
+    EXPECT_EQ(tracker.state("sdb"), PathState::Up);
+  }
+  EXPECT_EQ(tracker.health("sdb")->failures, 0U);
+  EXPECT_FALSE(tracker.health("sdb")->shaky);
+}
+
+TEST(HealthAluaTransition, ADownPathStaysDownUntilACheckPasses) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  tracker.markCheckStarted("sdb", t0 + 5s);
+  ASSERT_EQ(only(tracker.checkCompleted("sdb", turFailed(), t0 + 5s)).action, DmAction::Fail);
+  tracker.markCheckStarted("sdb", t0 + 6s);
+  EXPECT_THAT(tracker.checkCompleted("sdb", transitioning(), t0 + 6s), IsEmpty());
+  EXPECT_EQ(tracker.state("sdb"), PathState::Down);
+  tracker.markCheckStarted("sdb", t0 + 7s);
+  const auto back = only(tracker.checkCompleted("sdb", passed(), t0 + 7s));
+  EXPECT_EQ(back.action, DmAction::Reinstate);
+  EXPECT_EQ(tracker.health("sdb")->failures, 1U);
+}
+
+// The kernel gives up on a transition after 60 s (scsi_dh_alua): so does
+// the health engine, and that is one failure.
+TEST(HealthAluaTransition, ATransitionThatOutlastsTheLimitFailsThePath) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  auto at = t0 + 10s;
+  for (; at < t0 + 10s + HealthTracker::kTransitionLimit; at += 1s) {
+    tracker.markCheckStarted("sdb", at);
+    ASSERT_THAT(tracker.checkCompleted("sdb", transitioning(), at), IsEmpty());
+  }
+  tracker.markCheckStarted("sdb", at);
+  const auto down = only(tracker.checkCompleted("sdb", transitioning(), at));
+  EXPECT_EQ(down.state, PathState::Down);
+  EXPECT_EQ(down.action, DmAction::Fail);
+  EXPECT_THAT(down.reason, HasSubstr("ALUA transition for over 60s"));
+  EXPECT_EQ(tracker.health("sdb")->failures, 1U);
+  // A new transition later starts its own count.
+  tracker.markCheckStarted("sdb", at + 1s);
+  ASSERT_EQ(only(tracker.checkCompleted("sdb", passed(), at + 1s)).action, DmAction::Reinstate);
+  tracker.markCheckStarted("sdb", at + 2s);
+  EXPECT_THAT(tracker.checkCompleted("sdb", transitioning(), at + 2s), IsEmpty());
+  EXPECT_EQ(tracker.state("sdb"), PathState::Up);
 }
 
 TEST(HealthFlapDamping, FailuresSpreadWiderThanTheWindowDoNotMakeItShaky) {

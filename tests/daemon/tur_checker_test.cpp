@@ -109,8 +109,10 @@ std::vector<DecodeCase> decodeCases() {
        "TUR: NOT READY, ASC 04/0B target port in standby state"},
       {"becoming ready", checkCondition(fixedSense(0x70, 0x02, 0x04, 0x01)), TurStatus::Down,
        "TUR: NOT READY, ASC 04/01 logical unit is in process of becoming ready"},
-      {"alua transition", checkCondition(descriptorSense(0x72, 0x02, 0x04, 0x0a)), TurStatus::Down,
-       "TUR: NOT READY, ASC 04/0A asymmetric access state transition"},
+      {"alua transition", checkCondition(descriptorSense(0x72, 0x02, 0x04, 0x0a)),
+       TurStatus::Transitioning, "TUR: NOT READY, ASC 04/0A asymmetric access state transition"},
+      {"fixed alua transition", checkCondition(fixedSense(0x70, 0x02, 0x04, 0x0a)),
+       TurStatus::Transitioning, "TUR: NOT READY, ASC 04/0A asymmetric access state transition"},
       {"medium not present", checkCondition(fixedSense(0x70, 0x02, 0x3a, 0x00)), TurStatus::Down,
        "TUR: NOT READY, ASC 3A/00 medium not present"},
       {"unnamed asc", checkCondition(fixedSense(0x70, 0x02, 0x55, 0x07)), TurStatus::Down,
@@ -182,6 +184,8 @@ TEST(TurDecode, MapsVerdictsToPathStates) {
   EXPECT_EQ(toPathState(TurStatus::Down), selector::PathState::Down);
   EXPECT_EQ(toPathState(TurStatus::Timeout), selector::PathState::Down);
   EXPECT_EQ(toPathState(TurStatus::Retry), selector::PathState::Pending);
+  EXPECT_EQ(toPathState(TurStatus::Transitioning), selector::PathState::Pending);
+  EXPECT_EQ(toString(TurStatus::Transitioning), "transitioning");
 }
 
 // --- the real runner on nodes that are not SCSI devices ---------------------
