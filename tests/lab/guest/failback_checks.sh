@@ -428,6 +428,44 @@ fb_refused_probe() {
         fb_logged_after "$n" "SendTargets $portal:3260 from $nic: [0-9]* target(s)"
 }
 
+# fb_transition: LIO puts A's target port group of LUN 0 into an ALUA
+# transition (NOT READY, 04/0A), as an array does while it moves a LU
+# between its controllers. The daemon keeps A's paths as they are: nothing
+# fails in dm and no failure is counted (multipath-tools 0.9.4 fails them;
+# 0.10 keeps them, as here). The check after the transition decides.
+fb_transition() {
+    local g=$TGT_CFS/core/fileio_0/alua_lun0/alua/ctrl_a n k failures
+    k=$(grep -c "configuration reloaded" "$PD_LOG" || true)
+    fb_config '"immediate"'
+    sed -i -e 's/^checker_interval = "60s"$/checker_interval = "2s"/' "$PD_CONF"
+    kill -HUP "$PD_PID"
+    lab_wait 30 "the daemon reloaded its config (checks every 2 s)" fb_reloads_above "$k"
+    failures=$(fb_failures "${FB_A[@]}")
+    n=$(fb_log_lines)
+    echo 1 >"$g/alua_support_transitioning"
+    echo 15 >"$g/alua_access_state" # ALUA_ACCESS_STATE_TRANSITION
+    lab_log "fault: LUN 0's group on A is transitioning (alua_access_state $(<"$g/alua_access_state"))"
+    lab_wait 30 "the daemon's TUR of ${FB_A[0]} reports the transition" \
+        fb_logged_after "$n" "TUR ${FB_A[0]}: transitioning"
+    lab_log "daemon: $(fb_log_after "$n" "TUR ${FB_A[0]}: transitioning")"
+    sleep 6 # rechecked every second meanwhile
+    lab_check "no path failed during the transition" fb_not fb_logged_after "$n" " fail: "
+    lab_check "A's paths are still active in dm" fb_all_are A "${FB_A[@]}"
+    lab_check "the daemon still reports A's paths up" fb_all_daemon up "${FB_A[@]}"
+    echo 0 >"$g/alua_access_state"
+    lab_log "LUN 0's group on A is active/optimized again"
+    lab_wait 30 "a TUR of ${FB_A[0]} passes again" fb_logged_after "$n" "TUR ${FB_A[0]}: up"
+    lab_check "I/O through $FB_MAP after the transition" fb_io
+    lab_check "no failure was counted for A's paths" test "$(fb_failures "${FB_A[@]}")" = "$failures"
+}
+
+# fb_failures SD...: the daemon's failure counts of SD..., "sda=0 sdb=1".
+fb_failures() {
+    local sd out=
+    for sd; do out+="$sd=$(jq -r --arg d "$sd" '.paths[] | select(.device == $d) | .failures' "$PD_STATE") "; done
+    echo "$out"
+}
+
 # fb_refusals_after N PORTAL NIC COUNT: COUNT refusals logged after line N.
 fb_refusals_after() {
     local got
@@ -478,6 +516,8 @@ fb_run() {
         lab_step "failback 7: proactive failover: a portal that refuses the probe (discovery CHAP) fails no path"
         fb_refused_probe 10.10.1.20 eth1
     fi
+    lab_step "failback 8: an ALUA transition on A fails no path"
+    fb_transition
     lab_check "pathkeeperd exits on SIGTERM" pd_stop
     lab_save pathkeeperd.log "$PD_LOG"
 }
