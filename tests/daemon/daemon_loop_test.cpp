@@ -383,16 +383,22 @@ protected:
            published_->status.starts_with("2 maps");
   }
 
-  /// The published map that holds @p device, or "".
-  std::string mapHolding(const std::string &device) const {
+  /// The published view of path @p device, or null.
+  const PathView *publishedPath(const std::string &device) const {
     if (published_) {
       for (const auto &path : published_->paths) {
         if (path.device == device) {
-          return path.map;
+          return &path;
         }
       }
     }
-    return "";
+    return nullptr;
+  }
+
+  /// The published map that holds @p device, or "".
+  std::string mapHolding(const std::string &device) const {
+    const PathView *path = publishedPath(device);
+    return path != nullptr ? path->map : "";
   }
 
   /// The group dm uses in @p map (the fake's "next group").
@@ -419,28 +425,37 @@ protected:
     });
   }
 
+  /// Starts the daemon in companion mode with @p multipathd and its maps
+  /// (seedMultipathdMaps). @return true once both maps are published.
+  bool startCompanion(const fakes::FakeMultipathd &multipathd) {
+    seedMultipathdMaps();
+    companionSocket_ = multipathd.name();
+    startDaemon();
+    return runUntil([&] { return mapHolding("sda") == "mpatha" && mapHolding("sdc") == "mpathb"; });
+  }
+
+  /// The maps Debian's multipathd makes of the xserve LUs (user_friendly_names),
+  /// for companion mode, which finds them by DM UUID.
+  void seedMultipathdMaps() {
+    dm_.with([](FakeDeviceMapper &fake) {
+      fake.seed("mpatha", "mpath-360014050393a1b001000000000000000",
+                "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:0 1 1 "
+                "8:16 1 1");
+      fake.seed("mpathb", "mpath-360014050393a1b002000000000000000",
+                "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:32 1 1 "
+                "8:48 1 1");
+    });
+  }
+
   /// The published dm state of @p device ("active", "failed", "none"), or "".
   std::string publishedDmState(const std::string &device) const {
-    if (published_) {
-      for (const auto &path : published_->paths) {
-        if (path.device == device) {
-          return path.dmState;
-        }
-      }
-    }
-    return "";
+    const PathView *path = publishedPath(device);
+    return path != nullptr ? path->dmState : "";
   }
 
   std::string publishedState(const std::string &device) const {
-    if (!published_) {
-      return "";
-    }
-    for (const auto &path : published_->paths) {
-      if (path.device == device) {
-        return path.state;
-      }
-    }
-    return "";
+    const PathView *path = publishedPath(device);
+    return path != nullptr ? path->state : "";
   }
 
   /// udev's block event for @p disk (its sysfs "dev" is @p devt), as udevd
@@ -2081,18 +2096,7 @@ TEST_F(DaemonLoopTest, CompanionReadsTheRepliesOnAConnectionThatReplacedATimedOu
       fakes::FakeMultipathd::reply(fd, "ok\n");
     }
   });
-  dm_.with([](FakeDeviceMapper &fake) {
-    fake.seed("mpatha", "mpath-360014050393a1b001000000000000000",
-              "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:0 1 1 "
-              "8:16 1 1");
-    fake.seed("mpathb", "mpath-360014050393a1b002000000000000000",
-              "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:32 1 1 "
-              "8:48 1 1");
-  });
-  companionSocket_ = multipathd.name();
-  startDaemon();
-  ASSERT_TRUE(
-      runUntil([&] { return mapHolding("sda") == "mpatha" && mapHolding("sdc") == "mpathb"; }));
+  ASSERT_TRUE(startCompanion(multipathd));
   ASSERT_TRUE(daemon_->failPath("sda").has_value()); // unanswered: times out
   ASSERT_TRUE(daemon_->failPath("sdc").has_value());
   ASSERT_TRUE(daemon_->failPath("sdb").has_value());
@@ -2131,17 +2135,7 @@ TEST_F(DaemonLoopTest, CompanionSendsALostReinstateAgainUntilMultipathdTakesIt) 
       fakes::FakeMultipathd::reply(fd, "ok\n");
     }
   });
-  dm_.with([](FakeDeviceMapper &fake) {
-    fake.seed("mpatha", "mpath-360014050393a1b001000000000000000",
-              "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:0 1 1 "
-              "8:16 1 1");
-    fake.seed("mpathb", "mpath-360014050393a1b002000000000000000",
-              "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:32 1 1 "
-              "8:48 1 1");
-  });
-  companionSocket_ = multipathd.name();
-  startDaemon();
-  ASSERT_TRUE(runUntil([&] { return mapHolding("sda") == "mpatha"; }));
+  ASSERT_TRUE(startCompanion(multipathd));
   ASSERT_TRUE(daemon_->failPath("sda").has_value());
   ASSERT_TRUE(runUntil([&] { return !activeInDm("mpatha", "8:0"); }));
   sendDmPathEvent("PATH_FAILED", "mpatha", "8:0"); // the kernel's uevent for it
@@ -2174,14 +2168,7 @@ TEST_F(DaemonLoopTest, CompanionSendsAnUnansweredCommandAgain) {
       fakes::FakeMultipathd::reply(fd, "ok\n");
     }
   });
-  dm_.with([](FakeDeviceMapper &fake) {
-    fake.seed("mpatha", "mpath-360014050393a1b001000000000000000",
-              "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:0 1 1 "
-              "8:16 1 1");
-  });
-  companionSocket_ = multipathd.name();
-  startDaemon();
-  ASSERT_TRUE(runUntil([&] { return mapHolding("sda") == "mpatha"; }));
+  ASSERT_TRUE(startCompanion(multipathd));
   ASSERT_TRUE(daemon_->failPath("sda").has_value());
   ASSERT_TRUE(runUntil([&] { return !activeInDm("mpatha", "8:0"); }))
       << "the unanswered fail was never sent again";
