@@ -178,9 +178,11 @@ std::vector<Binding> bindingsFromRecords(const IscsiRecords &records,
     }
     Binding binding;
     binding.nic = value(from, "iface.net_ifacename");
-    if (const std::string hw = value(from, "iface.hwaddress");
-        binding.nic.empty() && !hw.empty() && hw != "default" && nicOf) {
-      binding.nic = nicOf(hw); // iscsid binds to the NIC with that address
+    if (const std::string hw = value(from, "iface.hwaddress"); !hw.empty() && hw != "default") {
+      // iscsid binds to the NIC with that address, before net_ifacename.
+      if (auto nic = nicOf ? nicOf(hw) : std::string(); !nic.empty()) {
+        binding.nic = std::move(nic);
+      }
     }
     binding.source = value(from, "iface.ipaddress");
     if (binding.nic.empty() && binding.source.empty()) {

@@ -748,10 +748,13 @@ void SysfsInventory::refreshHost(Inventory &inventory, const std::string &name) 
   if (host.hwAddress == "default") {
     host.hwAddress.clear(); // open-iscsi's "not bound by address"
   }
-  if (host.netdev.empty() && !host.hwAddress.empty()) {
+  if (!host.hwAddress.empty()) {
     // Bound by iface.hwaddress: iscsid bound the socket to the NIC with
-    // that address, but the kernel only knows the address.
-    host.netdev = nicWithHardwareAddress(root_, host.hwAddress);
+    // that address, which wins over iface.net_ifacename (usr/io.c,
+    // bind_conn_to_iface), but the kernel only knows the address.
+    if (auto nic = nicWithHardwareAddress(root_, host.hwAddress); !nic.empty()) {
+      host.netdev = std::move(nic);
+    }
   }
   host.initiatorName = unsetToEmpty(read.textOr("initiatorname", Need::Optional));
   if (!isDirectory(*dir)) {

@@ -483,6 +483,11 @@ TEST_F(IscsiRecordFiles, AnIfaceBoundByHardwareAddressIsOnTheNicWithIt) {
                          "iface.net_ifacename = <empty>\niface.transport_name = tcp\n");
   write("ifaces/unknown-mac", "iface.iscsi_ifacename = unknown-mac\n"
                               "iface.hwaddress = 52:54:00:ff:ff:ff\n");
+  // Both set: iscsid binds by the address first (bind_conn_to_iface).
+  write("ifaces/both", "iface.iscsi_ifacename = both\niface.hwaddress = 52:54:00:0a:01:0b\n"
+                       "iface.net_ifacename = eth1\n");
+  write("nodes/iqn.2024-01.com.example:lower/10.10.1.21,3260,1/both",
+        "node.conn[0].address = 10.10.1.21\niface.iscsi_ifacename = both\n");
   const std::string iqn = "iqn.2024-01.com.example:upper";
   write("nodes/" + iqn + "/10.10.1.21,3260,1/by-mac",
         "node.conn[0].address = 10.10.1.21\niface.iscsi_ifacename = by-mac\n");
@@ -493,11 +498,15 @@ TEST_F(IscsiRecordFiles, AnIfaceBoundByHardwareAddressIsOnTheNicWithIt) {
     return address == "52:54:00:0a:01:0b" ? std::string("eth2") : std::string();
   };
   const auto bindings = bindingsFromRecords(records, nicOf);
-  ASSERT_EQ(bindings.size(), 1U) << "an address no NIC has binds nothing";
-  EXPECT_EQ(bindings[0].nic, "eth2");
-  EXPECT_TRUE(bindings[0].boundByDevice);
-  EXPECT_EQ(bindings[0].portal.address, "10.10.1.21");
-  EXPECT_THAT(bindingsFromRecords(records), IsEmpty()) << "without a resolver: unknown";
+  ASSERT_EQ(bindings.size(), 2U) << "an address no NIC has binds nothing";
+  for (const auto &binding : bindings) {
+    EXPECT_EQ(binding.nic, "eth2") << binding.origins.front();
+    EXPECT_TRUE(binding.boundByDevice);
+    EXPECT_EQ(binding.portal.address, "10.10.1.21");
+  }
+  const auto unresolved = bindingsFromRecords(records);
+  ASSERT_EQ(unresolved.size(), 1U) << "without a resolver only net_ifacename is known";
+  EXPECT_EQ(unresolved[0].nic, "eth1");
 }
 
 TEST_F(IscsiRecordFiles, MissingDirectoryIsNoRecords) {

@@ -320,11 +320,19 @@ TEST_F(SysfsTree, ASessionBoundByHardwareAddressIsOnTheNicWithIt) {
                 .pg83 = page83(kUpperNaa),
                 .pg80 = page80("0393a1b00100"),
                 .wwid = "naa." + std::string(kUpperNaa)});
+  // Both set: iscsid binds by the address first (bind_conn_to_iface).
+  fake.addSession({.id = 2,
+                   .host = 3,
+                   .target = std::string(kUpperIqn21),
+                   .iface = "both",
+                   .netdev = "eth1",
+                   .hwaddress = "52:54:00:0a:01:0b"});
   const auto inventory = scan();
   EXPECT_EQ(allProblems(inventory), "");
   ASSERT_TRUE(inventory.paths.contains("sda"));
   EXPECT_EQ(inventory.paths.at("sda").path.netdev, "eth2");
   EXPECT_EQ(inventory.hosts.at("host2").hwAddress, "52:54:00:0A:01:0B");
+  EXPECT_EQ(inventory.hosts.at("host3").netdev, "eth2");
 }
 
 // A bond shares its first slave's address; open-iscsi takes the lowest
