@@ -3,6 +3,7 @@
 #include "config_files.hpp"
 #include "dm_status.hpp"
 #include "dm_table.hpp"
+#include "iscsi_names.hpp"
 #include "kernel_caps.hpp"
 #include "log.hpp"
 #include "names.hpp"
@@ -204,33 +205,56 @@ void Daemon::start() {
 
   selector::Mode wanted = options_.mode.value_or(config_.defaults.mode);
   std::string why;
+  bool startMultipathd = false;
+  // Looked for without a connect: with systemd's multipathd.socket, a
+  // connect starts multipathd.
+  const auto seen = lookForMultipathd(options_.multipathdSocket);
   if (wanted == selector::Mode::Auto) {
-    // Never connect to find out: systemd's multipathd.socket would start
-    // multipathd, which would then manage the maps beside an owner.
-    const auto seen = lookForMultipathd(options_.multipathdSocket);
-    wanted = seen.process ? selector::Mode::Companion : selector::Mode::Owner;
+    wanted = seen.process || seen.listening ? selector::Mode::Companion : selector::Mode::Owner;
     if (seen.process && !seen.listening) {
       why = fmt::format(" (multipathd runs, though nothing listens on @{} yet)",
                         options_.multipathdSocket);
     } else if (seen.process) {
       why = " (multipathd is running)";
     } else if (seen.listening) {
-      why = " (no multipathd)";
-      log::warning(fmt::format(
-          "multipathd is not running, but something listens on its socket @{}, typically "
-          "systemd's multipathd.socket: the first client of it (multipath -ll, multipathd show "
-          "...) starts multipathd, which then manages the same maps as pathkeeperd. Disable it "
-          "(systemctl disable --now multipathd.socket multipathd.service), or run multipathd "
-          "and pathkeeperd in companion mode",
-          options_.multipathdSocket));
+      // systemd's multipathd.socket: multipathd is not running yet, but
+      // multipath -u (60-multipath.rules) connects for every new disk and
+      // so starts it. An owner would soon share its maps with it.
+      why = " (multipathd's socket listens, so multipathd starts on demand)";
+      startMultipathd = true;
     } else {
       why = " (no multipathd)";
     }
+  } else if (wanted == selector::Mode::Owner && (seen.process || seen.listening)) {
+    log::warning(fmt::format(
+        "owner mode, but {}: multipathd will manage the same maps as pathkeeperd. Stop and "
+        "disable it (systemctl disable --now multipathd.socket multipathd.service), or run "
+        "pathkeeperd in companion mode",
+        seen.process ? "multipathd is running"
+                     : fmt::format("something listens on multipathd's socket @{} (systemd's "
+                                   "multipathd.socket): multipath -u in 60-multipath.rules "
+                                   "connects for every new disk and so starts multipathd",
+                                   options_.multipathdSocket)));
   }
   mode_ = wanted;
   log::notice(fmt::format("starting in {} mode{}", selector::toString(mode_), why));
   if (mode_ == selector::Mode::Companion) {
     multipathd_ = std::make_unique<MultipathdClient>(options_.multipathdSocket);
+  }
+  if (startMultipathd) {
+    // Now rather than at the next new disk: the maps are multipathd's.
+    multipathd_->request(
+        "show daemon", kMultipathdTimeout,
+        [](Expected<std::string> reply) {
+          if (reply) {
+            log::notice("multipathd started through its socket: " +
+                        selector::printableQuoted(*reply, 200));
+          } else {
+            log::error("starting multipathd through its socket: " + reply.error());
+          }
+        },
+        Clock::now());
+    syncMultipathd();
   }
 
   // Signals first, so that the worker threads inherit the blocked mask.

@@ -519,8 +519,17 @@ pd_has_active_paths() { [[ $(pd_active_paths "$1") -eq $2 ]]; }
 PD_MPD_LOG=$LAB_RUN/multipathd.log
 
 # pd_mpd_start [CONF]: Debian's multipathd in the background, logging to
-# $PD_MPD_LOG, with CONF as /etc/multipath.conf (default: the baseline below).
+# $PD_MPD_LOG, with CONF as /etc/multipath.conf (default: pd_mpd_conf's).
 pd_mpd_start() {
+    pd_mpd_conf "$@"
+    multipathd -d -s -v3 >>"$PD_MPD_LOG" 2>&1 &
+    PD_MPD_PID=$!
+    lab_log "multipathd started (pid $PD_MPD_PID)"
+}
+
+# pd_mpd_conf [CONF]: CONF as /etc/multipath.conf (default: the baseline
+# below), and an empty wwids file.
+pd_mpd_conf() {
     mkdir -p /etc/multipath
     if [[ -n ${1:-} ]]; then
         cp -- "$1" /etc/multipath.conf
@@ -536,9 +545,6 @@ blacklist {
 CONF
     fi
     : >/etc/multipath/wwids
-    multipathd -d -s -v3 >>"$PD_MPD_LOG" 2>&1 &
-    PD_MPD_PID=$!
-    lab_log "multipathd started (pid $PD_MPD_PID)"
 }
 
 # pd_mpd_active_paths N: multipathd shows N paths active (a function, so
@@ -575,29 +581,36 @@ pd_states_agree() {
 # multipathd does not run, as with systemd's multipathd.socket (enabled by
 # Debian's multipath-tools) after "systemctl stop multipathd". The guest has
 # no systemd as PID 1; systemd-socket-activate plays multipathd.socket: the
-# first connection starts multipathd. The "auto" mode must find no
-# multipathd without connecting, and start none.
+# first connection starts multipathd. multipath -u (60-multipath.rules)
+# connects for every new disk, so multipathd is as good as running: the
+# "auto" mode must go companion and start it, not own maps that multipathd
+# would soon manage too.
 pd_socket_only() {
-    local daemon=$1 activator
+    local daemon=$1 activator map
     # This step's own log and state: the companion steps check theirs.
     local PD_LOG=$LAB_RUN/pathkeeperd-socket-only.log PD_STATE=$LAB_RUN/pathkeeperd-socket-only.json
     lab_step "companion 0: only a socket listens for multipathd (multipathd.socket)"
+    pd_mpd_conf
     systemd-socket-activate -l @/org/kernel/linux/storage/multipathd \
         multipathd -d -s -v3 >>"$PD_MPD_LOG" 2>&1 &
     activator=$!
     lab_wait 10 "the socket listens" grep -q "@/org/kernel/linux/storage/multipathd" /proc/net/unix
+    lab_check "multipathd is not running yet" not pgrep -x multipathd
     pd_write_config service-time
     pd_start "$daemon"
     lab_wait 60 "pathkeeperd ready" pd_ready
-    lab_check "pathkeeperd chose owner mode: multipathd does not run" test "$(jq -r .mode "$PD_STATE")" = owner
-    lab_check "pathkeeperd warned that a client of the socket would start multipathd" \
-        pd_log_has "multipathd is not running, but something listens on its socket"
-    lab_check "looking did not start multipathd" not pgrep -x multipathd
-    lab_wait 30 "both maps with 2 paths each" pd_maps_present
+    lab_check "pathkeeperd chose companion mode" test "$(jq -r .mode "$PD_STATE")" = companion
+    lab_check "pathkeeperd said why" \
+        pd_log_has "multipathd's socket listens, so multipathd starts on demand"
+    lab_wait 30 "multipathd runs, started through its socket" pgrep -x multipathd
+    lab_wait 90 "multipathd built 2 maps" pd_mpd_has_maps 2
+    lab_check "pathkeeperd loaded no table" not pd_log_has "created\|reload"
     lab_check "pathkeeperd exits on SIGTERM" pd_stop
-    kill "$activator" 2>/dev/null || true
+    kill "$activator" 2>/dev/null || true # multipathd itself, after the exec
     wait "$activator" 2>/dev/null || true
-    lab_check "pathkeeperd's maps removed for multipathd" dmsetup remove xserve-upper xserve-lower
+    for map in $(dmsetup ls --target multipath | awk '{print $1}'); do
+        lab_check "multipathd's map $map removed for the next steps" dmsetup remove "$map"
+    done
     lab_save pathkeeperd-socket-only.log "$PD_LOG"
 }
 
