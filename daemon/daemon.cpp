@@ -517,8 +517,8 @@ void Daemon::onDeviceEvents() {
             map.dmFailed[device] = true;
           }
         }
-        noteKernelReport(device, true);
         const bool echo = echoes_.isEcho(device, true, now);
+        noteKernelReport(device, true, echo);
         if (echo || adminFailed_.contains(device)) {
           // The echo of our own fail_path (dm_echo.hpp), or of the admin's:
           // it says nothing about the path's health. Counting the admin's
@@ -537,8 +537,9 @@ void Daemon::onDeviceEvents() {
             map.dmFailed[device] = false;
           }
         }
-        noteKernelReport(device, false);
-        if (echoes_.isEcho(device, false, now)) {
+        const bool echo = echoes_.isEcho(device, false, now);
+        noteKernelReport(device, false, echo);
+        if (echo) {
           log::debug(fmt::format("dm event PATH_REINSTATED for {}: the echo of our "
                                  "reinstate_path",
                                  device),
@@ -594,17 +595,15 @@ void Daemon::onDeviceEvents() {
   }
 }
 
-void Daemon::noteKernelReport(const std::string &device, bool failed) {
-  const auto pending = forwards_.pending(device);
-  if (!forwards_.kernelReported(device, failed) || pending->fail == failed) {
+void Daemon::noteKernelReport(const std::string &device, bool failed, bool echo) {
+  if (!forwards_.kernelReported(device, failed, echo) || !failed) {
     return;
   }
-  // Our command never reached multipathd, and the path changed the other
-  // way since: the admin or multipathd's own checker, whose word is newer.
-  log::notice(fmt::format("path {}: dm reports it {} while pathkeeper's \"{} path\" for it "
-                          "was not taken by multipathd; that is left as it is",
-                          device, failed ? "failed" : "reinstated",
-                          pending->fail ? "fail" : "reinstate"),
+  // Our reinstate never reached multipathd, and the path failed since:
+  // multipathd's checker or the kernel, whose word is newer.
+  log::notice(fmt::format("path {}: dm reports it failed while pathkeeper's \"reinstate path\" "
+                          "for it was not taken by multipathd; it is not sent again",
+                          device),
               {{"PATH", device}});
 }
 
@@ -1395,12 +1394,18 @@ void Daemon::forwardPathCommand(const PendingForwards::Forward &forward) {
   const std::string command =
       (forward.fail ? failPathCommand(forward.device) : reinstatePathCommand(forward.device))
           .value_or("");
+  // multipathd's dm message raises the same uevent as ours would: its echo
+  // says nothing of the path's health (dm_echo.hpp).
+  echoes_.expect(forward.device, forward.fail, Clock::now());
   multipathd_->request(
       command, kMultipathdTimeout,
       [this, forward, command](Expected<std::string> reply) {
         const Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
                                         : Expected<void>(pathkeeper::fail(reply.error()));
         const log::Field field{"PATH", forward.device};
+        if (!ok) {
+          echoes_.cancel(forward.device, forward.fail); // most likely not done: no event
+        }
         const auto retry = forwards_.answered(forward, ok.has_value(), Clock::now());
         if (ok) {
           if (forward.attempt == 1) {
@@ -1438,11 +1443,22 @@ void Daemon::resendForwards(Clock::time_point now) {
       forwards_.forget(forward.device); // the path went meanwhile
       continue;
     }
-    if (auto map = maps_.find(mapOfDevice(forward.device)); map != maps_.end()) {
+    auto map = maps_.find(mapOfDevice(forward.device));
+    if (map == maps_.end()) {
+      // Blacklisted by multipathd, or not (yet) in one of its maps: it
+      // refuses the command for as long as that lasts.
+      log::info(fmt::format("multipathd: path {} is in none of its maps; \"{} path {}\" is not "
+                            "sent again",
+                            forward.device, forward.fail ? "fail" : "reinstate", forward.device),
+                {{"PATH", forward.device}});
+      forwards_.forget(forward.device);
+      continue;
+    }
+    if (!forward.fail) {
       auto dm = map->second.dmFailed.find(forward.device);
-      if (dm != map->second.dmFailed.end() && dm->second == forward.fail) {
-        log::debug(fmt::format("multipathd: path {} is already {} in dm; not asked again",
-                               forward.device, forward.fail ? "failed" : "active"),
+      if (dm != map->second.dmFailed.end() && !dm->second) {
+        log::debug(fmt::format("multipathd: path {} is already active in dm; not asked again",
+                               forward.device),
                    {{"PATH", forward.device}});
         forwards_.forget(forward.device);
         continue;

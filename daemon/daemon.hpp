@@ -202,8 +202,9 @@ private:
   /// each old name of @p renames to its new one.
   void moveMapState(const MapRenames &renames);
   /// Companion mode: the kernel's PATH_FAILED (@p failed) or
-  /// PATH_REINSTATED for @p device may settle a forward (PendingForwards).
-  void noteKernelReport(const std::string &device, bool failed);
+  /// PATH_REINSTATED for @p device, the @p echo of our own command or not,
+  /// may settle a forward (PendingForwards).
+  void noteKernelReport(const std::string &device, bool failed, bool echo);
   /// A known map's remove uevent: it is gone, not renamed (removedMaps_).
   void noteRemoved(const DeviceEvent &ev);
   /// Ends the per-map state (no_path_retry's count, the admin's

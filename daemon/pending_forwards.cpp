@@ -32,16 +32,16 @@ PendingForwards::answered(const Forward &forward, bool ok, Clock::time_point now
   return entry.retryAt;
 }
 
-bool PendingForwards::kernelReported(const std::string &device, bool failed) {
+bool PendingForwards::kernelReported(const std::string &device, bool failed, bool ours) {
   auto it = entries_.find(device);
-  if (it == entries_.end()) {
-    return false;
+  if (it == entries_.end() || it->second.forward.fail) {
+    return false; // a fail waits for multipathd's "ok" (see the header)
   }
-  // What the entry asks for is done, by whoever did it. The other state
-  // while a send is on its way is older news (e.g. the event of an earlier
-  // command): the send decides. With none on its way, someone acted after
-  // ours was lost: theirs is the newest word.
-  if (it->second.forward.fail == failed || !it->second.inFlight) {
+  // A reinstate: done, by whoever did it. A failure while a send is on its
+  // way, or the echo of our own earlier fail, is older news: the send
+  // decides. Otherwise someone acted after ours was lost: theirs is the
+  // newest word.
+  if (!failed || (!it->second.inFlight && !ours)) {
     entries_.erase(it);
     return true;
   }

@@ -13,11 +13,14 @@
 //
 // An entry lives from the forward until:
 // - multipathd answers "ok";
-// - the kernel reports the state the entry asks for (whoever made it);
-// - the kernel reports the other state while no forward is on its way: the
-//   admin or multipathd's own checker acted after ours was lost, and the
-//   newest actor is followed, as the daemon does with every foreign change;
-// - a newer verdict on the path replaces it, or the path goes.
+// - a newer verdict on the path replaces it, or the path goes;
+// - for a reinstate: dm reports the path reinstated (whoever did it), or
+//   failed again while no send is on its way, by multipathd's checker or
+//   the kernel, whose word is then the newest and is followed.
+// A fail is settled by multipathd's "ok" alone: besides failing the path in
+// dm it stops multipathd's own checker on it, which a failure in dm (an I/O
+// error) does not; without it multipathd's checker would reinstate a path
+// pathkeeper holds failed (a shaky hold-down, a failed probe).
 // A failed forward is sent again after 1 s, then 2, 4, ... up to 30 s.
 //
 // Pure: time is an argument.
@@ -53,9 +56,10 @@ public:
   /// send that a newer one replaced is ignored. A failure schedules the
   /// next try. @return when it is due, after a failure of the current send.
   std::optional<Clock::time_point> answered(const Forward &forward, bool ok, Clock::time_point now);
-  /// @brief The kernel reported @p device failed (@p failed) or reinstated.
-  /// @return true when this ended an entry.
-  bool kernelReported(const std::string &device, bool failed);
+  /// @brief The kernel reported @p device failed (@p failed) or reinstated;
+  /// @p ours: the echo of one of our own commands. @return true when this
+  /// ended an entry.
+  bool kernelReported(const std::string &device, bool failed, bool ours = false);
   /// @brief The path is gone.
   void forget(const std::string &device) { entries_.erase(device); }
 

@@ -81,14 +81,30 @@ TEST_F(PendingForwardsTest, TheOtherStateWhileASendIsOnItsWayIsOlderNews) {
   EXPECT_TRUE(forwards.answered(sent, kRefused, t0).has_value());
 }
 
-// A lost fail path, then multipathd's own checker (still on, since the
-// command never reached it) reinstates the path: its word is the newest.
-TEST_F(PendingForwardsTest, TheOtherStateAfterALostSendIsFollowed) {
-  const auto sent = forwards.sent("sda", kFail);
+// A lost reinstate, then the path fails again (multipathd's checker, the
+// kernel): that newest word is followed, not fought.
+TEST_F(PendingForwardsTest, AFailureAfterALostReinstateIsFollowed) {
+  const auto sent = forwards.sent("sda", kReinstate);
   ASSERT_TRUE(forwards.answered(sent, kRefused, t0).has_value());
-  EXPECT_TRUE(forwards.kernelReported("sda", kReinstate));
+  EXPECT_FALSE(forwards.kernelReported("sda", kFail, true)) << "the echo of our own older fail";
+  EXPECT_TRUE(forwards.kernelReported("sda", kFail));
   EXPECT_EQ(forwards.size(), 0U);
   EXPECT_TRUE(forwards.due(t0 + 1h).empty());
+}
+
+// A fail is multipathd's business to confirm: "fail path" also stops its
+// checker, which dm failing the path (an I/O error) or reinstating it
+// (that very checker, still on) does not.
+TEST_F(PendingForwardsTest, OnlyMultipathdSettlesAFail) {
+  const auto sent = forwards.sent("sda", kFail);
+  ASSERT_TRUE(forwards.answered(sent, kRefused, t0).has_value());
+  EXPECT_FALSE(forwards.kernelReported("sda", kFail));
+  EXPECT_FALSE(forwards.kernelReported("sda", kReinstate));
+  ASSERT_EQ(forwards.due(t0 + 1s).size(), 1U);
+  const auto again = forwards.resent(forwards.due(t0 + 1s)[0]);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(forwards.answered(*again, kOk, t0 + 1s), std::nullopt);
+  EXPECT_EQ(forwards.size(), 0U);
 }
 
 TEST_F(PendingForwardsTest, PathsAreIndependentAndAGoneOneIsForgotten) {
@@ -99,7 +115,7 @@ TEST_F(PendingForwardsTest, PathsAreIndependentAndAGoneOneIsForgotten) {
   EXPECT_EQ(forwards.nextDeadline(), t0 + 1s);
   ASSERT_EQ(forwards.due(t0 + 1s).size(), 1U);
   EXPECT_EQ(forwards.due(t0 + 1s)[0].device, "sda");
-  EXPECT_FALSE(forwards.kernelReported("sdc", kFail));
+  EXPECT_FALSE(forwards.kernelReported("sdc", kReinstate));
   forwards.forget("sda");
   EXPECT_EQ(forwards.nextDeadline(), t0 + 1500ms);
   const auto due = forwards.due(t0 + 2s);
