@@ -11,7 +11,6 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <fstream>
 #include <set>
 #include <span>
 #include <system_error>
@@ -423,29 +422,20 @@ std::string nicWithHardwareAddress(const fs::path &sysfsRoot, std::string_view a
   if (wanted.empty()) {
     return {};
   }
-  const auto readLine = [](const fs::path &file) {
-    std::ifstream in(file);
-    std::string line;
-    std::getline(in, line);
-    return line;
-  };
   std::string best;
   long bestIndex = 0;
   std::error_code ec;
   for (const auto &entry : fs::directory_iterator(sysfsRoot / "class/net", ec)) {
-    const auto dir = entry.path();
-    if (trim(readLine(dir / "type")) != "1" || lower(readLine(dir / "address")) != wanted) {
+    std::vector<std::string> ignored; // a NIC that cannot be read is not the one
+    AttributeReader read(entry.path(), ignored);
+    if (read.number<int>("type", Need::Required) != 1 ||
+        lower(read.textOr("address", Need::Required)) != wanted) {
       continue; // ARPHRD_ETHER only, as open-iscsi
     }
-    long index = 0;
-    const std::string text(trim(readLine(dir / "ifindex")));
-    if (auto [ptr, error] = std::from_chars(text.data(), text.data() + text.size(), index);
-        error != std::errc() || ptr != text.data() + text.size()) {
-      continue;
-    }
-    if (best.empty() || index < bestIndex) {
-      best = dir.filename().string();
-      bestIndex = index;
+    const auto index = read.number<long>("ifindex", Need::Required);
+    if (index && (best.empty() || *index < bestIndex)) {
+      best = entry.path().filename().string();
+      bestIndex = *index;
     }
   }
   return best;
