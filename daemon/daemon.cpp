@@ -165,6 +165,57 @@ CheckStatus checkStatusOf(TurStatus status) {
   return CheckStatus::Failed;
 }
 
+// What auto mode makes of what it sees of multipathd.
+struct AutoChoice {
+  selector::Mode mode = selector::Mode::Owner;
+  std::string why;
+  bool startMultipathd = false; ///< only systemd's socket listens: start it now
+};
+
+AutoChoice chooseAutoMode(const MultipathdSighting &seen, const std::string &socket) {
+  if (seen.process && !seen.listening) {
+    return {selector::Mode::Companion,
+            fmt::format("multipathd runs, though nothing listens on @{} yet", socket)};
+  }
+  if (seen.process) {
+    return {selector::Mode::Companion, "multipathd is running"};
+  }
+  if (seen.listening) {
+    // systemd's multipathd.socket: multipathd is not running yet, but
+    // multipath -u (60-multipath.rules) connects for every new disk and so
+    // starts it. An owner would soon share its maps with it.
+    return {selector::Mode::Companion,
+            "multipathd's socket listens, so multipathd starts on demand", true};
+  }
+  return {selector::Mode::Owner, "no multipathd"};
+}
+
+void logResumed(const std::vector<ResumedMap> &maps) {
+  for (const auto &resumed : maps) {
+    if (resumed.error.empty()) {
+      log::warning(fmt::format("map {} was left suspended; resumed it{}", resumed.name,
+                               resumed.clearedInactive ? " and dropped a half-loaded table" : ""),
+                   {{"MAP", resumed.name}});
+    } else {
+      log::error(fmt::format("map {} is suspended and could not be resumed: {}", resumed.name,
+                             resumed.error),
+                 {{"MAP", resumed.name}});
+    }
+  }
+}
+
+std::string ownerBesideMultipathd(const MultipathdSighting &seen, const std::string &socket) {
+  return fmt::format(
+      "owner mode, but {}: multipathd will manage the same maps as pathkeeperd. Stop and "
+      "disable it (systemctl disable --now multipathd.socket multipathd.service), or run "
+      "pathkeeperd in companion or auto mode",
+      seen.process ? "multipathd is running"
+                   : fmt::format("something listens on multipathd's socket @{} (systemd's "
+                                 "multipathd.socket): multipath -u in 60-multipath.rules "
+                                 "connects for every new disk and so starts multipathd",
+                                 socket));
+}
+
 } // namespace
 
 Daemon::Daemon(EventLoop &loop, DaemonOptions options, DeviceMapper &dm)
@@ -203,58 +254,20 @@ void Daemon::start() {
   adaptive_.setSettings(config_.adaptive);
   kernel_ = probeKernel({options_.sysfsRoot, "/lib/modules", ""});
 
-  selector::Mode wanted = options_.mode.value_or(config_.defaults.mode);
-  std::string why;
-  bool startMultipathd = false;
+  const selector::Mode configured = configuredMode();
   // Looked for without a connect: with systemd's multipathd.socket, a
   // connect starts multipathd.
   const auto seen = lookForMultipathd(options_.multipathdSocket);
-  if (wanted == selector::Mode::Auto) {
-    wanted = seen.process || seen.listening ? selector::Mode::Companion : selector::Mode::Owner;
-    if (seen.process && !seen.listening) {
-      why = fmt::format(" (multipathd runs, though nothing listens on @{} yet)",
-                        options_.multipathdSocket);
-    } else if (seen.process) {
-      why = " (multipathd is running)";
-    } else if (seen.listening) {
-      // systemd's multipathd.socket: multipathd is not running yet, but
-      // multipath -u (60-multipath.rules) connects for every new disk and
-      // so starts it. An owner would soon share its maps with it.
-      why = " (multipathd's socket listens, so multipathd starts on demand)";
-      startMultipathd = true;
-    } else {
-      why = " (no multipathd)";
-    }
-  } else if (wanted == selector::Mode::Owner && (seen.process || seen.listening)) {
-    log::warning(fmt::format(
-        "owner mode, but {}: multipathd will manage the same maps as pathkeeperd. Stop and "
-        "disable it (systemctl disable --now multipathd.socket multipathd.service), or run "
-        "pathkeeperd in companion mode",
-        seen.process ? "multipathd is running"
-                     : fmt::format("something listens on multipathd's socket @{} (systemd's "
-                                   "multipathd.socket): multipath -u in 60-multipath.rules "
-                                   "connects for every new disk and so starts multipathd",
-                                   options_.multipathdSocket)));
+  multipathdSeen_ = seen.process || seen.listening;
+  const AutoChoice choice = chooseAutoMode(seen, options_.multipathdSocket);
+  mode_ = configured == selector::Mode::Auto ? choice.mode : configured;
+  if (configured == selector::Mode::Owner && multipathdSeen_) {
+    log::warning(ownerBesideMultipathd(seen, options_.multipathdSocket));
   }
-  mode_ = wanted;
-  log::notice(fmt::format("starting in {} mode{}", selector::toString(mode_), why));
+  log::notice(fmt::format("starting in {} mode{}", selector::toString(mode_),
+                          configured == selector::Mode::Auto ? " (" + choice.why + ")" : ""));
   if (mode_ == selector::Mode::Companion) {
-    multipathd_ = std::make_unique<MultipathdClient>(options_.multipathdSocket);
-  }
-  if (startMultipathd) {
-    // Now rather than at the next new disk: the maps are multipathd's.
-    multipathd_->request(
-        "show daemon", kMultipathdTimeout,
-        [](Expected<std::string> reply) {
-          if (reply) {
-            log::notice("multipathd started through its socket: " +
-                        selector::printableQuoted(*reply, 200));
-          } else {
-            log::error("starting multipathd through its socket: " + reply.error());
-          }
-        },
-        Clock::now());
-    syncMultipathd();
+    connectMultipathd(configured == selector::Mode::Auto && choice.startMultipathd);
   }
 
   // Signals first, so that the worker threads inherit the blocked mask.
@@ -307,17 +320,7 @@ void Daemon::start() {
   }
 
   if (mode_ == selector::Mode::Owner) {
-    for (const auto &resumed : resumeSuspendedMaps(dm_)) {
-      if (resumed.error.empty()) {
-        log::warning(fmt::format("map {} was left suspended; resumed it{}", resumed.name,
-                                 resumed.clearedInactive ? " and dropped a half-loaded table" : ""),
-                     {{"MAP", resumed.name}});
-      } else {
-        log::error(fmt::format("map {} is suspended and could not be resumed: {}", resumed.name,
-                               resumed.error),
-                   {{"MAP", resumed.name}});
-      }
-    }
+    logResumed(resumeSuspendedMaps(dm_));
   }
 
   try {
@@ -357,6 +360,10 @@ void Daemon::start() {
     deadProbes_.clear();
   });
   probeTimer_ = loop_.addTimer(far, [this] { startProbes(); });
+  modeTimer_ = loop_.addTimer(Clock::now() + options_.multipathdWatch, [this] {
+    watchMultipathd(/*processes=*/false);
+    EventLoop::rearm(modeTimer_, Clock::now() + options_.multipathdWatch);
+  });
   startProbes();
   startNetworkWatch();
   startDueChecks(Clock::now());
@@ -583,6 +590,12 @@ void Daemon::onDeviceEvents() {
     std::sort(changed.begin(), changed.end());
     changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
     syncHealth(changed, now);
+  }
+  if (mapsChanged && mode_ == selector::Mode::Owner && configuredMode() == selector::Mode::Auto) {
+    // A multipathd started meanwhile loads its tables at once: companion
+    // now, rather than a pass that loads ours back. One read of
+    // /proc/net/unix per batch of dm events.
+    watchMultipathd(/*processes=*/false);
   }
   if (mapsChanged && mode_ == selector::Mode::Companion) {
     requestReconcile("a map changed");
@@ -980,6 +993,13 @@ Expected<void> Daemon::reloadConfig() {
     return pathkeeper::fail("config rejected, keeping the running one: " + config.error());
   }
   const bool probesChanged = config->discovery != config_.discovery;
+  const selector::Mode modeBefore = configuredMode();
+  if (options_.mode && config->defaults.mode != config_.defaults.mode &&
+      config->defaults.mode != *options_.mode) {
+    log::notice(fmt::format("the configuration's mode = {} does not apply: --mode {} overrides it",
+                            selector::toString(config->defaults.mode),
+                            selector::toString(*options_.mode)));
+  }
   config_ = std::move(*config);
   health_.setSettings(config_.defaults.health, Clock::now());
   rearmHealthTimer();
@@ -998,8 +1018,31 @@ Expected<void> Daemon::reloadConfig() {
     }
     startProbes();
   }
+  if (const selector::Mode wanted = configuredMode(); wanted != modeBefore) {
+    followConfiguredMode(wanted);
+  }
   requestReconcile("configuration reloaded");
   return {};
+}
+
+void Daemon::followConfiguredMode(selector::Mode wanted) {
+  multipathdGoneSince_.reset();
+  if (wanted == selector::Mode::Auto) {
+    multipathdSeen_ = false;
+    watchMultipathd(/*processes=*/true); // to companion now; to owner after the grace
+    return;
+  }
+  const auto seen = lookForMultipathd(options_.multipathdSocket);
+  multipathdSeen_ = seen.process || seen.listening;
+  if (wanted == selector::Mode::Owner && multipathdSeen_) {
+    log::warning(ownerBesideMultipathd(seen, options_.multipathdSocket));
+  } else if (wanted == selector::Mode::Companion && !multipathdSeen_) {
+    log::warning(fmt::format("companion mode, but multipathd is not running and nothing listens "
+                             "on @{}: path commands fail until it starts",
+                             options_.multipathdSocket));
+  }
+  switchMode(wanted, fmt::format("the configuration says mode = {}", selector::toString(wanted)),
+             wanted == selector::Mode::Companion && seen.listening && !seen.process);
 }
 
 // --- commands --------------------------------------------------------------------------
@@ -1867,6 +1910,9 @@ void Daemon::finishReconcile() {
     // heap at 1000 paths that glibc keeps unless asked: give them back.
     ::malloc_trim(0);
   }
+  if (auto change = std::exchange(pendingMode_, std::nullopt)) {
+    applyMode(change->to, change->why, change->startMultipathd);
+  }
   if (std::exchange(reconcileAgain_, false)) {
     reconcile();
   }
@@ -2499,6 +2545,145 @@ void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {
   if (holdEnded) {
     saveAdminHolds();
   }
+}
+
+void Daemon::connectMultipathd(bool start) {
+  multipathd_ = std::make_unique<MultipathdClient>(options_.multipathdSocket);
+  if (!start) {
+    return;
+  }
+  // Now rather than at the next new disk: the maps are multipathd's.
+  multipathd_->request(
+      "show daemon", kMultipathdTimeout,
+      [](Expected<std::string> reply) {
+        if (reply) {
+          log::notice("multipathd started through its socket: " +
+                      selector::printableQuoted(*reply, 200));
+        } else {
+          log::error("starting multipathd through its socket: " + reply.error());
+        }
+      },
+      Clock::now());
+  syncMultipathd();
+}
+
+void Daemon::watchMultipathd(bool processes) {
+  const selector::Mode configured = configuredMode();
+  if (configured == selector::Mode::Companion) {
+    multipathdGoneSince_.reset();
+    return; // the admin said so; a missing multipathd shows in the forwards' errors
+  }
+  MultipathdSighting seen;
+  seen.listening = multipathdListening(options_.multipathdSocket);
+  if (!seen.listening && (processes || mode_ == selector::Mode::Companion)) {
+    // Rare: only while multipathd seems gone. A multipathd that is starting
+    // or stopping runs without its socket for a moment.
+    seen = lookForMultipathd(options_.multipathdSocket);
+  }
+  const bool present = seen.process || seen.listening;
+  const bool appeared = present && !std::exchange(multipathdSeen_, present);
+  if (configured == selector::Mode::Owner) {
+    if (appeared) {
+      log::warning(ownerBesideMultipathd(seen, options_.multipathdSocket));
+    }
+    return;
+  }
+  const auto now = Clock::now();
+  if (present) {
+    multipathdGoneSince_.reset();
+    if (mode_ == selector::Mode::Owner) {
+      if (!processes) {
+        // Whether it runs or only its socket listens: the reason given, and
+        // whether to start it.
+        seen = lookForMultipathd(options_.multipathdSocket);
+        if (!seen.process && !seen.listening) {
+          return; // gone again meanwhile
+        }
+      }
+      const AutoChoice choice = chooseAutoMode(seen, options_.multipathdSocket);
+      switchMode(selector::Mode::Companion, choice.why, choice.startMultipathd);
+    }
+    return;
+  }
+  if (mode_ != selector::Mode::Companion) {
+    return;
+  }
+  if (!multipathdGoneSince_) {
+    multipathdGoneSince_ = now;
+    log::warning(fmt::format("multipathd is gone (no process, nothing listens on @{}); "
+                             "pathkeeperd takes its maps over in {:.3g} s unless it comes back",
+                             options_.multipathdSocket,
+                             std::chrono::duration<double>(options_.multipathdGoneGrace).count()));
+    return;
+  }
+  if (const auto gone = now - *multipathdGoneSince_; gone >= options_.multipathdGoneGrace) {
+    multipathdGoneSince_.reset();
+    switchMode(selector::Mode::Owner,
+               fmt::format("multipathd has been gone for {:.3g} s; pathkeeperd maintains its "
+                           "maps now",
+                           std::chrono::duration<double>(gone).count()),
+               false);
+  }
+}
+
+void Daemon::switchMode(selector::Mode to, const std::string &why, bool startMultipathd) {
+  if (reconcileRunning_) {
+    // A pass plans and applies in one mode: the switch waits for its end,
+    // and one more pass follows in the new mode.
+    pendingMode_ = ModeSwitch{to, why, startMultipathd};
+    reconcileAgain_ = true;
+    return;
+  }
+  applyMode(to, why, startMultipathd);
+}
+
+void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMultipathd) {
+  if (to == mode_) {
+    return;
+  }
+  const selector::Mode from = std::exchange(mode_, to);
+  log::write(
+      log::Level::Notice,
+      fmt::format("{} mode → {} mode: {}", selector::toString(from), selector::toString(to), why),
+      {}, log::id::kModeChanged);
+  renameFailures_.clear();
+  planWarnings_.clear();
+  if (to == selector::Mode::Companion) {
+    connectMultipathd(startMultipathd);
+    // The admin's disable-queueing holds go to multipathd, which keeps them
+    // until restorequeueing; the failed-path holds stay ours and go to it
+    // with the next pass.
+    for (const auto &map : queueingDisabled_) {
+      if (auto command = queueingCommand(map, false)) {
+        log::notice(
+            fmt::format("map {}: the admin's disable-queueing is handed to multipathd", map),
+            {{"MAP", map}});
+        forwardToMultipathd(*command, {"MAP", map}, true);
+      }
+    }
+    queueingDisabled_.clear();
+    saveAdminHolds();
+    syncOwnedWwids(); // removed: pathkeeper's udev rule leaves the paths to multipathd
+  } else {
+    retire(std::move(multipathdSource_));
+    EventLoop::disable(multipathdTimer_);
+    multipathdFd_ = -1;
+    multipathdConnection_ = 0;
+    multipathd_.reset();
+    forwards_.clear();
+    loadOwnedWwids();
+    queueingAdopted_ = false; // take over the queueing multipathd left, as at a start
+    // A multipathd killed during a reload can leave a map suspended, and
+    // all I/O to it waits: resumed first, on the worker that then reads the
+    // maps for the pass.
+    tableWorker_->post("resume maps left suspended",
+                       [](DeviceMapper &dm) -> DmWorker::Continuation {
+                         auto resumed = resumeSuspendedMaps(dm);
+                         return [resumed = std::move(resumed)] { logResumed(resumed); };
+                       });
+  }
+  requestReconcile(fmt::format("now in {} mode", selector::toString(to)));
+  requestPublish();
 }
 
 void Daemon::syncMultipathd() {

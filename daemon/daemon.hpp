@@ -67,6 +67,13 @@ struct DaemonOptions {
   /// multipathd's abstract socket name (without the leading NUL): how auto
   /// mode detects it, and where companion mode forwards (tests pass their own).
   std::string multipathdSocket{kMultipathdSocket};
+  /// Auto mode: how often multipathd's socket is looked for, so that the
+  /// mode follows a multipathd started or stopped after pathkeeperd.
+  std::chrono::milliseconds multipathdWatch{5000};
+  /// Auto mode: how long multipathd must have been gone (no socket, no
+  /// process) before pathkeeperd takes its maps over; a restart of
+  /// multipathd takes less.
+  std::chrono::milliseconds multipathdGoneGrace{15000};
   /// How often session and device states are re-read from sysfs: the kernel
   /// sends no uevent when an iSCSI session logs in again.
   std::chrono::milliseconds sessionPoll{500};
@@ -321,6 +328,25 @@ private:
   /// @brief relative_throughput = "auto" on a service-time map, or selector = "auto".
   [[nodiscard]] bool adaptiveWanted(const selector::PlannedMap &map) const;
 
+  /// The mode the command line or the configuration asks for (maybe auto).
+  [[nodiscard]] selector::Mode configuredMode() const {
+    return options_.mode.value_or(config_.defaults.mode);
+  }
+  /// Auto mode: follows multipathd. Owner becomes companion as soon as
+  /// multipathd (or its socket) is there; companion becomes owner once it
+  /// has been gone for multipathdGoneGrace. @p processes: also look for a
+  /// multipathd process (reads every /proc/PID/comm), not only its socket.
+  /// An explicit owner mode warns once each time multipathd appears.
+  void watchMultipathd(bool processes);
+  /// A reload changed the configured mode to @p wanted.
+  void followConfiguredMode(selector::Mode wanted);
+  /// Changes the mode at once, or after the pass under way.
+  void switchMode(selector::Mode to, const std::string &why, bool startMultipathd);
+  void applyMode(selector::Mode to, const std::string &why, bool startMultipathd);
+  /// Companion mode's connection to multipathd; @p start: ask it something
+  /// now, which starts it when only systemd's multipathd.socket listens.
+  void connectMultipathd(bool start);
+
   EventLoop &loop_;
   DaemonOptions options_;
   DeviceMapper &dm_;
@@ -411,6 +437,18 @@ private:
   std::unique_ptr<DmWorker> messageWorker_;        ///< dm path and group messages
   bool reconcileRunning_ = false;
   bool reconcileAgain_ = false;
+  /// A mode switch that waits for the pass under way (switchMode).
+  struct ModeSwitch {
+    selector::Mode to;
+    std::string why;
+    bool startMultipathd;
+  };
+  std::optional<ModeSwitch> pendingMode_;
+  /// Auto mode, companion: since when multipathd has not been seen.
+  std::optional<Clock::time_point> multipathdGoneSince_;
+  /// Explicit owner mode: multipathd was seen at the last look (warned).
+  bool multipathdSeen_ = false;
+  EventSource modeTimer_; ///< watchMultipathd() every multipathdWatch
 
   EventSource udevSource_;
   EventSource tableSource_;

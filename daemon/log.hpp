@@ -41,6 +41,8 @@ inline constexpr std::string_view kMapReloaded = "e2a6d8f0c4b1493d9e7a3c5b1f8d6e
 /// pathkeeperd renamed a map to the alias the configuration gives it.
 inline constexpr std::string_view kMapRenamed = "e1bdebb0b8714db787694b2870797fd5";
 inline constexpr std::string_view kConfigRejected = "5a9c3e7b2d8f41a6b4e0c6d2a8f1b966";
+/// The mode changed at run time: auto mode following multipathd, or a reload.
+inline constexpr std::string_view kModeChanged = "9215eb5ea9e34f4cb591c8dfe69dbc46";
 /// A network check finding appears (issue #8).
 inline constexpr std::string_view kNetworkFinding = "c41d7e9a2b6f48d3a05e8b1c7f2d9a77";
 /// An adaptive-selection decision that reloads a map (or is held/deferred).

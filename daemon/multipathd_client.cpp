@@ -151,11 +151,15 @@ MultipathdSighting lookForMultipathd(std::string_view socketName, const std::str
       break;
     }
   }
+  seen.listening = multipathdListening(socketName, procRoot);
+  return seen;
+}
+
+bool multipathdListening(std::string_view socketName, const std::string &procRoot) {
   std::ifstream sockets(std::filesystem::path(procRoot) / "net/unix");
   const std::string table((std::istreambuf_iterator<char>(sockets)),
                           std::istreambuf_iterator<char>());
-  seen.listening = listensOnAbstract(table, socketName);
-  return seen;
+  return listensOnAbstract(table, socketName);
 }
 
 Expected<std::string> encodeMultipathdMessage(std::string_view command) {

@@ -43,7 +43,7 @@ inline constexpr std::size_t kMaxMultipathdReply = std::size_t{32} * 1024 * 1024
 /// multipathd's own "timeout" reply comes first.
 inline constexpr std::chrono::milliseconds kMultipathdTimeout{4100};
 
-/// @brief What the "auto" mode sees of multipathd at startup.
+/// @brief What the "auto" mode sees of multipathd.
 struct MultipathdSighting {
   bool process = false;   ///< a process named multipathd runs
   bool listening = false; ///< something listens on its socket: multipathd, or systemd
@@ -56,6 +56,11 @@ struct MultipathdSighting {
 /// network namespace: a unit with PrivateNetwork=yes never sees multipathd's.
 MultipathdSighting lookForMultipathd(std::string_view socketName = kMultipathdSocket,
                                      const std::string &procRoot = "/proc");
+
+/// @brief Only the socket half of lookForMultipathd(): one read of
+/// @p procRoot/net/unix, cheap enough to repeat every few seconds.
+bool multipathdListening(std::string_view socketName = kMultipathdSocket,
+                         const std::string &procRoot = "/proc");
 
 /// @brief Whether @p table, the text of /proc/net/unix, lists a listening
 /// socket bound to the abstract name @p socketName.

@@ -62,6 +62,8 @@ public:
   bool kernelReported(const std::string &device, bool failed, bool ours = false);
   /// @brief The path is gone.
   void forget(const std::string &device) { entries_.erase(device); }
+  /// @brief Drops every entry: multipathd no longer owns the maps.
+  void clear() { entries_.clear(); }
 
   /// @brief The entries due for another try at @p now. Each is taken as
   /// sent again: the caller either sends it (resent()) or drops it

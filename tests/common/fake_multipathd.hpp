@@ -74,7 +74,10 @@ public:
   using Handler = std::function<void(int fd, FakeMultipathd &server)>;
 
   explicit FakeMultipathd(Handler handler)
-      : name_(uniqueSocketName()), handler_(std::move(handler)) {
+      : FakeMultipathd(uniqueSocketName(), std::move(handler)) {}
+  /// Listens on @p name (a uniqueSocketName() the test chose beforehand).
+  FakeMultipathd(std::string name, Handler handler)
+      : name_(std::move(name)), handler_(std::move(handler)) {
     listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un address{};
     address.sun_family = AF_UNIX;

@@ -332,6 +332,11 @@ protected:
     if (!companionSocket_.empty()) {
       o.multipathdSocket = companionSocket_;
     }
+    if (modeOption_) {
+      o.mode = *modeOption_;
+    }
+    o.multipathdWatch = multipathdWatch_;
+    o.multipathdGoneGrace = multipathdGoneGrace_;
     o.sessionPoll = 100ms;
     o.recoveringPoll = 20ms;
     o.debounce = 20ms;
@@ -530,6 +535,11 @@ protected:
   unsigned publications_ = 0; ///< snapshots handed out since startDaemon()
   std::chrono::milliseconds quietPublish_ = DaemonOptions{}.quietPublish;
   std::string companionSocket_; ///< non-empty: companion mode, multipathd there
+  /// Set: the --mode given instead (nullopt: none, the configuration decides),
+  /// with multipathd looked for on companionSocket_.
+  std::optional<std::optional<selector::Mode>> modeOption_;
+  std::chrono::milliseconds multipathdWatch_ = DaemonOptions{}.multipathdWatch;
+  std::chrono::milliseconds multipathdGoneGrace_ = DaemonOptions{}.multipathdGoneGrace;
   std::chrono::milliseconds latencyHold_ = DaemonOptions{}.latencyHold;
 };
 
@@ -2174,6 +2184,105 @@ TEST_F(DaemonLoopTest, CompanionSendsAnUnansweredCommandAgain) {
       << "the unanswered fail was never sent again";
   EXPECT_EQ(multipathd.commands(), (std::vector<std::string>{"fail path sda", "fail path sda"}));
   EXPECT_EQ(multipathd.connections(), 2);
+}
+
+/// A stand-in multipathd on @p socket that does what multipathd's
+/// cli_fail and cli_reinstate do for 8:0 (sda) in @p map: the dm message,
+/// then "ok".
+fakes::FakeMultipathd::Handler applyingMultipathd(LockedDeviceMapper &dm, const std::string &map) {
+  return [&dm, map](int fd, fakes::FakeMultipathd &self) {
+    while (auto command = self.readCommand(fd)) {
+      if (*command == "fail path sda" || *command == "reinstate path sda") {
+        dm.with([&](FakeDeviceMapper &fake) {
+          fake.message(map, command->starts_with("fail") ? "fail_path 8:0" : "reinstate_path 8:0");
+        });
+      }
+      fakes::FakeMultipathd::reply(fd, "ok\n");
+    }
+  };
+}
+
+std::size_t countCalls(LockedDeviceMapper &dm, std::string_view prefix) {
+  return dm.with([&](FakeDeviceMapper &fake) {
+    return static_cast<std::size_t>(std::ranges::count_if(
+        fake.calls, [&](const std::string &call) { return call.starts_with(prefix); }));
+  });
+}
+
+// Auto mode follows a multipathd that starts after pathkeeperd (a package
+// installed, a systemctl start): its maps go to multipathd at once, and a
+// multipathd gone for good (stopped, crashed with no restart) hands them
+// back after the grace. The admin's failed-path hold lives through both.
+TEST_F(DaemonLoopTest, AutoModeFollowsAMultipathdStartedAndStoppedLater) {
+  companionSocket_ = fakes::uniqueSocketName(); // nothing listens there yet
+  modeOption_ = std::optional<selector::Mode>(selector::Mode::Auto);
+  multipathdWatch_ = 20ms;
+  multipathdGoneGrace_ = 300ms;
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  ASSERT_EQ(daemon_->mode(), selector::Mode::Owner);
+  const fs::path owned = root_ / "lib/owned-wwids";
+  ASSERT_TRUE(fs::exists(owned));
+  const std::string map = mapHolding("sda");
+  {
+    fakes::FakeMultipathd multipathd(companionSocket_, applyingMultipathd(dm_, map));
+    ASSERT_TRUE(runUntil([&] { return published_ && published_->mode == "companion"; }));
+    EXPECT_EQ(daemon_->mode(), selector::Mode::Companion);
+    EXPECT_FALSE(fs::exists(owned)) << "pathkeeper's udev rule would still claim the paths";
+    ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
+    const std::size_t loads = countCalls(dm_, "load") + countCalls(dm_, "create");
+    const std::size_t messages = countCalls(dm_, "message");
+
+    ASSERT_TRUE(daemon_->failPath("sda").has_value());
+    ASSERT_TRUE(runUntil([&] { return !activeInDm(map, "8:0"); }));
+    // Only its socket listened at first (no process is named multipathd):
+    // as with systemd's multipathd.socket, pathkeeperd starts it.
+    EXPECT_EQ(multipathd.commands(), (std::vector<std::string>{"show daemon", "fail path sda"}));
+    // Let a pass run in companion mode (a dm event starts one).
+    sendDmPathEvent("PATH_FAILED", map, "8:0");
+    ASSERT_TRUE(runUntil([&] { return publishedDmState("sda") == "failed"; }));
+    ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
+    EXPECT_EQ(countCalls(dm_, "load") + countCalls(dm_, "create"), loads)
+        << "companion mode loaded a table";
+    EXPECT_EQ(countCalls(dm_, "message"), messages + 1) << "only multipathd's fail_path reached dm";
+  } // multipathd stops: its socket goes
+  const auto gone = EventLoop::Clock::now();
+  ASSERT_TRUE(runUntil([&] { return daemon_->mode() == selector::Mode::Owner; }));
+  EXPECT_GE(EventLoop::Clock::now() - gone, multipathdGoneGrace_)
+      << "taken over before multipathd had been gone for the grace";
+  ASSERT_TRUE(runUntil([&] { return fs::exists(owned) && !daemon_->reconciling(); }));
+  EXPECT_FALSE(activeInDm(map, "8:0")) << "the admin's hold ended with the switch";
+  ASSERT_TRUE(daemon_->reinstatePath("sda").has_value());
+  ASSERT_TRUE(runUntil([&] { return activeInDm(map, "8:0"); }))
+      << "owner mode did not reinstate the path itself";
+}
+
+// A reload applies a changed mode; it used to be read at startup only.
+TEST_F(DaemonLoopTest, AReloadAppliesAChangedMode) {
+  fakes::FakeMultipathd multipathd([](int fd, fakes::FakeMultipathd &self) {
+    while (self.readCommand(fd)) {
+      fakes::FakeMultipathd::reply(fd, "ok\n");
+    }
+  });
+  companionSocket_ = multipathd.name();
+  modeOption_ = std::optional<selector::Mode>(); // no --mode: the configuration's
+  std::string config = kConfig;
+  const std::string line = "selector = \"round-robin\"\n";
+  config.replace(config.find(line), line.size(), line + "mode = \"owner\"\n");
+  writeFile(root_ / "pathkeeper.conf", config);
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  ASSERT_EQ(daemon_->mode(), selector::Mode::Owner) << "multipathd listens, but owner was asked";
+
+  config.replace(config.find("mode = \"owner\""), 14, "mode = \"companion\"");
+  writeFile(root_ / "pathkeeper.conf", config);
+  ASSERT_TRUE(daemon_->reconfigure().has_value());
+  ASSERT_TRUE(runUntil([&] { return published_ && published_->mode == "companion"; }));
+  ASSERT_TRUE(daemon_->failPath("sda").has_value());
+  ASSERT_TRUE(runUntil([&] { return multipathd.commands().size() >= 2; }));
+  // Only the socket listens (no process named multipathd): as with systemd's
+  // multipathd.socket, pathkeeperd starts multipathd first.
+  EXPECT_EQ(multipathd.commands(), (std::vector<std::string>{"show daemon", "fail path sda"}));
 }
 
 TEST_F(DaemonLoopTest, BrokenConfigOnReloadKeepsTheOldOne) {
