@@ -658,6 +658,10 @@ pd_companion() {
     # the lost command again fails it, as the admin asked.
     lab_step "companion 5: a command multipathd never took is sent again"
     dev=$(pd_devt "$sd")
+    # multipathd's own TUR checker can still report the cut (a check that
+    # started before the restore) and fail $sd once more: settled first.
+    lab_wait 60 "$sd is active in dm" pd_dm_path_is "$dev" A
+    lab_wait 30 "pathkeeperd agrees with multipathd on every path" pd_states_agree
     kill -STOP "$PD_MPD_PID"
     lab_check "the admin holds $sd failed (D-Bus FailPath)" \
         busctl --system call org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
@@ -677,10 +681,56 @@ pd_companion() {
         org.pathkeeper.PathKeeper1.Manager ReinstatePath s "$sd"
     lab_wait 60 "multipathd shows $sd active again" pd_mpd_path_is "$sd" active
     lab_wait 30 "pathkeeperd agrees with multipathd on every path" pd_states_agree
+    pd_takeover "$sd"
     lab_check "pathkeeperd exits on SIGTERM" pd_stop
     kill "$PD_MPD_PID" 2>/dev/null || true
     lab_save pathkeeperd.log "$PD_LOG"
     lab_save multipathd.log "$PD_MPD_LOG"
+}
+
+pd_mode_is() { [[ $(jq -r .mode "$PD_STATE") == "$1" ]]; }
+pd_mpd_listens() { grep -q "@/org/kernel/linux/storage/multipathd" /proc/net/unix; }
+
+# pd_takeover SD: auto mode follows multipathd after the start. multipathd
+# stopped for good: once it has been gone for the grace (15 s), pathkeeperd
+# maintains the maps itself. multipathd started again: they are its own at
+# once, and pathkeeperd loads no table from then on.
+pd_takeover() {
+    local sd=$1 dev line
+    dev=$(pd_devt "$sd")
+    lab_step "companion 6: multipathd stops for good; pathkeeperd takes its maps over"
+    kill -TERM "$PD_MPD_PID"
+    wait "$PD_MPD_PID" 2>/dev/null || true
+    lab_wait 30 "nothing listens on multipathd's socket" not pd_mpd_listens
+    lab_wait 10 "pathkeeperd noticed" pd_log_has "multipathd is gone"
+    lab_check "pathkeeperd waits for the grace first" pd_mode_is companion
+    lab_wait 60 "pathkeeperd is in owner mode" pd_mode_is owner
+    lab_check "pathkeeperd said why" pd_log_has "companion mode → owner mode: multipathd has been gone for"
+    lab_wait 60 "pathkeeperd maintains both maps under its aliases, 2 paths each" pd_maps_present
+    lab_wait 30 "every path is active in dm" pd_has_active_paths xserve-upper 2
+    lab_wait 30 "pathkeeperd lists the WWIDs it owns" test -s /var/lib/pathkeeper/owned-wwids
+    lab_check "I/O works through xserve-upper" pd_io_roundtrip xserve-upper 24
+    lab_check "the admin fails $sd (D-Bus FailPath)" \
+        busctl --system call org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
+        org.pathkeeper.PathKeeper1.Manager FailPath s "$sd"
+    lab_wait 10 "pathkeeperd failed $sd in dm itself" pd_dm_is xserve-upper "$dev" F
+    lab_check "the admin reinstates $sd (D-Bus ReinstatePath)" \
+        busctl --system call org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
+        org.pathkeeper.PathKeeper1.Manager ReinstatePath s "$sd"
+    lab_wait 10 "pathkeeperd reinstated $sd in dm itself" pd_dm_is xserve-upper "$dev" A
+
+    lab_step "companion 7: multipathd starts again; pathkeeperd hands the maps back"
+    line=$(wc -l <"$PD_LOG")
+    pd_mpd_start
+    lab_wait 30 "pathkeeperd is in companion mode" pd_mode_is companion
+    lab_check "pathkeeperd said why" pd_log_after_has "$line" "owner mode → companion mode: multipathd"
+    lab_check "pathkeeperd removed the WWID list for its udev rule" \
+        not test -e /var/lib/pathkeeper/owned-wwids
+    lab_wait 90 "multipathd shows all 4 paths active" pd_mpd_active_paths 4
+    lab_wait 30 "pathkeeperd agrees with multipathd on every path" pd_states_agree
+    sleep 6 # a round of multipathd's checker, and pathkeeperd's passes after its reloads
+    lab_check "pathkeeperd loaded no table since multipathd came back" \
+        not pd_log_after_has "$line" "created\|reload "
 }
 
 # --- the README's demo ---------------------------------------------------------
