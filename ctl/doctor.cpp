@@ -375,7 +375,7 @@ int runDoctor(const DoctorOptions &options) {
   const auto nicOf = [&options](std::string_view address) {
     return daemon::nicWithHardwareAddress(options.sysfsRoot, address);
   };
-  for (auto &binding : daemon::bindingsFromRecords(records, nicOf)) {
+  for (auto &binding : daemon::bindingsFromRecords(records, nicOf, &report.warnings)) {
     known.push_back(std::move(binding));
   }
   auto chosen = chooseBindings(options, known, report.warnings);

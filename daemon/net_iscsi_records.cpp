@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <system_error>
 
@@ -162,8 +163,10 @@ IscsiRecords readIscsiRecords(const std::filesystem::path &etcIscsi) {
 }
 
 std::vector<Binding> bindingsFromRecords(const IscsiRecords &records,
-                                         const NicOfHardwareAddress &nicOf) {
+                                         const NicOfHardwareAddress &nicOf,
+                                         std::vector<std::string> *warnings) {
   std::vector<Binding> bindings;
+  std::set<std::string> unknownAddresses; // iface names, each warned about once
   for (const auto &node : records.nodes) {
     if (node.iface == "default" || node.portal.address.empty()) {
       continue;
@@ -182,6 +185,20 @@ std::vector<Binding> bindingsFromRecords(const IscsiRecords &records,
       // iscsid binds to the NIC with that address, before net_ifacename.
       if (auto nic = nicOf ? nicOf(hw) : std::string(); !nic.empty()) {
         binding.nic = std::move(nic);
+      } else if (nicOf) {
+        // iscsid finds no NIC either (net_get_netdev_from_hwaddress), and
+        // fails the login rather than use net_ifacename.
+        if (warnings != nullptr && unknownAddresses.insert(node.iface).second) {
+          warnings->push_back(fmt::format(
+              "iface {}: no network interface has its iface.hwaddress {}, so iscsid cannot log "
+              "in through it (node {}{}); fix the address, or bind the iface by "
+              "iface.net_ifacename",
+              node.iface, hw, node.target,
+              std::ranges::count(records.nodes, node.iface, &NodeRecord::iface) > 1
+                  ? " and the other nodes on this iface"
+                  : ""));
+        }
+        continue;
       }
     }
     binding.source = value(from, "iface.ipaddress");

@@ -53,8 +53,11 @@ using NicOfHardwareAddress = std::function<std::string(std::string_view)>;
 /// @brief One binding per node record whose iface names a NIC (by
 /// iface.net_ifacename, or by iface.hwaddress through @p nicOf) or an
 /// address; records on the "default" iface (kernel routing decides) give none.
+/// An iface whose iface.hwaddress @p nicOf finds on no NIC gives none either
+/// (iscsid cannot log in through it), and one line in @p warnings.
 std::vector<Binding> bindingsFromRecords(const IscsiRecords &records,
-                                         const NicOfHardwareAddress &nicOf = {});
+                                         const NicOfHardwareAddress &nicOf = {},
+                                         std::vector<std::string> *warnings = nullptr);
 
 /// @brief One binding per kernel session: its host's netdev and ipaddress,
 /// its connection's persistent portal, and the sd devices and WWIDs behind it.

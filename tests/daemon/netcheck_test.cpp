@@ -481,8 +481,9 @@ TEST_F(IscsiRecordFiles, NodesThroughIfacesBecomeBindingsAndDefaultIfaceNone) {
 TEST_F(IscsiRecordFiles, AnIfaceBoundByHardwareAddressIsOnTheNicWithIt) {
   write("ifaces/by-mac", "iface.iscsi_ifacename = by-mac\niface.hwaddress = 52:54:00:0a:01:0b\n"
                          "iface.net_ifacename = <empty>\niface.transport_name = tcp\n");
+  // No NIC has the address: iscsid fails the login, net_ifacename or not.
   write("ifaces/unknown-mac", "iface.iscsi_ifacename = unknown-mac\n"
-                              "iface.hwaddress = 52:54:00:ff:ff:ff\n");
+                              "iface.hwaddress = 52:54:00:ff:ff:ff\niface.net_ifacename = eth1\n");
   // Both set: iscsid binds by the address first (bind_conn_to_iface).
   write("ifaces/both", "iface.iscsi_ifacename = both\niface.hwaddress = 52:54:00:0a:01:0b\n"
                        "iface.net_ifacename = eth1\n");
@@ -497,16 +498,22 @@ TEST_F(IscsiRecordFiles, AnIfaceBoundByHardwareAddressIsOnTheNicWithIt) {
   const auto nicOf = [](std::string_view address) {
     return address == "52:54:00:0a:01:0b" ? std::string("eth2") : std::string();
   };
-  const auto bindings = bindingsFromRecords(records, nicOf);
+  std::vector<std::string> warnings;
+  const auto bindings = bindingsFromRecords(records, nicOf, &warnings);
   ASSERT_EQ(bindings.size(), 2U) << "an address no NIC has binds nothing";
+  ASSERT_EQ(warnings.size(), 1U);
+  EXPECT_THAT(warnings[0], HasSubstr("iface unknown-mac: no network interface has its "
+                                     "iface.hwaddress 52:54:00:ff:ff:ff"));
+  EXPECT_THAT(warnings[0], HasSubstr("node " + iqn));
   for (const auto &binding : bindings) {
     EXPECT_EQ(binding.nic, "eth2") << binding.origins.front();
     EXPECT_TRUE(binding.boundByDevice);
     EXPECT_EQ(binding.portal.address, "10.10.1.21");
   }
   const auto unresolved = bindingsFromRecords(records);
-  ASSERT_EQ(unresolved.size(), 1U) << "without a resolver only net_ifacename is known";
+  ASSERT_EQ(unresolved.size(), 2U) << "without a resolver only net_ifacename is known";
   EXPECT_EQ(unresolved[0].nic, "eth1");
+  EXPECT_EQ(unresolved[1].nic, "eth1");
 }
 
 TEST_F(IscsiRecordFiles, MissingDirectoryIsNoRecords) {
