@@ -1482,8 +1482,19 @@ void Daemon::forwardPathCommand(const PendingForwards::Forward &forward) {
 
 void Daemon::resendForwards(Clock::time_point now) {
   for (const auto &forward : forwards_.due(now)) {
-    if (pathByDevice(forward.device) == nullptr) {
+    const InventoryPath *path = pathByDevice(forward.device);
+    if (path == nullptr) {
       forwards_.forget(forward.device); // the path went meanwhile
+      continue;
+    }
+    if (identityOf(*path) != forward.identity) {
+      // The kernel gave the name to another device (a LUN removed and
+      // another added in one batch of uevents): the verdict was on the old one.
+      log::info(fmt::format("multipathd: \"{} path {}\" is not sent again: the name now "
+                            "belongs to another device",
+                            forward.fail ? "fail" : "reinstate", forward.device),
+                {{"PATH", forward.device}});
+      forwards_.forget(forward.device);
       continue;
     }
     auto map = maps_.find(mapOfDevice(forward.device));
@@ -1519,7 +1530,8 @@ void Daemon::sendPathMessage(const std::string &device, bool fail, const std::st
       log::error(fmt::format("cannot ask multipathd about '{}': not a valid device name", device));
       return;
     }
-    forwardPathCommand(forwards_.sent(device, fail));
+    const InventoryPath *path = pathByDevice(device);
+    forwardPathCommand(forwards_.sent(device, fail, path != nullptr ? identityOf(*path) : ""));
     return;
   }
   const std::string map = mapOfDevice(device);

@@ -4,9 +4,10 @@
 
 namespace pathkeeper::daemon {
 
-PendingForwards::Forward PendingForwards::sent(const std::string &device, bool fail) {
+PendingForwards::Forward PendingForwards::sent(const std::string &device, bool fail,
+                                               std::string identity) {
   Entry &entry = entries_[device];
-  entry = Entry{Forward{device, fail, 1, nextTicket_++}, true, std::nullopt};
+  entry = Entry{Forward{device, fail, 1, nextTicket_++, std::move(identity)}, true, std::nullopt};
   return entry.forward;
 }
 

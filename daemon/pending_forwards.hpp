@@ -47,11 +47,14 @@ public:
     bool fail = false;      ///< "fail path" (true) or "reinstate path"
     unsigned attempt = 1;   ///< 1 for the first send
     std::uint64_t ticket{}; ///< identifies this send's answer
+    /// Which device the name stood for (the caller's opaque identity): the
+    /// kernel reuses sdX names, and a retry must not reach the next device.
+    std::string identity;
   };
 
   /// @brief A new verdict on @p device is being forwarded; it replaces any
   /// earlier entry for the path. @return the send to pass to answered().
-  Forward sent(const std::string &device, bool fail);
+  Forward sent(const std::string &device, bool fail, std::string identity = {});
   /// @brief multipathd's answer to @p forward (@p ok: "ok"). An answer to a
   /// send that a newer one replaced is ignored. A failure schedules the
   /// next try. @return when it is due, after a failure of the current send.

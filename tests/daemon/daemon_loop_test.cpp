@@ -2202,13 +2202,6 @@ fakes::FakeMultipathd::Handler applyingMultipathd(LockedDeviceMapper &dm, const 
   };
 }
 
-std::size_t countCalls(LockedDeviceMapper &dm, std::string_view prefix) {
-  return dm.with([&](FakeDeviceMapper &fake) {
-    return static_cast<std::size_t>(std::ranges::count_if(
-        fake.calls, [&](const std::string &call) { return call.starts_with(prefix); }));
-  });
-}
-
 // Auto mode follows a multipathd that starts after pathkeeperd (a package
 // installed, a systemctl start): its maps go to multipathd at once, and a
 // multipathd gone for good (stopped, crashed with no restart) hands them
@@ -2230,8 +2223,8 @@ TEST_F(DaemonLoopTest, AutoModeFollowsAMultipathdStartedAndStoppedLater) {
     EXPECT_EQ(daemon_->mode(), selector::Mode::Companion);
     EXPECT_FALSE(fs::exists(owned)) << "pathkeeper's udev rule would still claim the paths";
     ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
-    const std::size_t loads = countCalls(dm_, "load") + countCalls(dm_, "create");
-    const std::size_t messages = countCalls(dm_, "message");
+    const std::size_t loads = callsOf("load") + callsOf("create");
+    const std::size_t messages = callsOf("message");
 
     ASSERT_TRUE(daemon_->failPath("sda").has_value());
     ASSERT_TRUE(runUntil([&] { return !activeInDm(map, "8:0"); }));
@@ -2242,9 +2235,8 @@ TEST_F(DaemonLoopTest, AutoModeFollowsAMultipathdStartedAndStoppedLater) {
     sendDmPathEvent("PATH_FAILED", map, "8:0");
     ASSERT_TRUE(runUntil([&] { return publishedDmState("sda") == "failed"; }));
     ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
-    EXPECT_EQ(countCalls(dm_, "load") + countCalls(dm_, "create"), loads)
-        << "companion mode loaded a table";
-    EXPECT_EQ(countCalls(dm_, "message"), messages + 1) << "only multipathd's fail_path reached dm";
+    EXPECT_EQ(callsOf("load") + callsOf("create"), loads) << "companion mode loaded a table";
+    EXPECT_EQ(callsOf("message"), messages + 1) << "only multipathd's fail_path reached dm";
   } // multipathd stops: its socket goes
   const auto gone = EventLoop::Clock::now();
   ASSERT_TRUE(runUntil([&] { return daemon_->mode() == selector::Mode::Owner; }));
@@ -2283,6 +2275,39 @@ TEST_F(DaemonLoopTest, AReloadAppliesAChangedMode) {
   // Only the socket listens (no process named multipathd): as with systemd's
   // multipathd.socket, pathkeeperd starts multipathd first.
   EXPECT_EQ(multipathd.commands(), (std::vector<std::string>{"show daemon", "fail path sda"}));
+}
+
+// The kernel reuses sd names: a retry due for sda must not reach the device
+// that has the name now (a LUN removed and another added in one batch of
+// uevents), even once multipathd has that one in a map too.
+TEST_F(DaemonLoopTest, CompanionSendsNoRetryToTheNextDeviceWithTheName) {
+  fakes::FakeMultipathd multipathd([](int fd, fakes::FakeMultipathd &self) {
+    while (self.readCommand(fd)) {
+      fakes::FakeMultipathd::reply(fd, "fail\n"); // busy: pathkeeperd tries again in 1 s
+    }
+  });
+  ASSERT_TRUE(startCompanion(multipathd));
+  ASSERT_TRUE(daemon_->failPath("sda").has_value());
+  ASSERT_TRUE(runUntil([&] { return !multipathd.commands().empty(); }));
+
+  sendBlockEvent(UdevEvent::Action::Remove, "sda", "8:0");
+  writeFile(root_ / "sys/block/sda/dev", "8:64\n");
+  sendBlockEvent(UdevEvent::Action::Add, "sda", "8:64");
+  dm_.with([](FakeDeviceMapper &fake) {
+    fake.remove("mpatha", false);
+    fake.seed("mpatha", "mpath-360014050393a1b001000000000000000",
+              "0 524288 multipath 1 queue_if_no_path 1 alua 1 1 service-time 0 2 2 8:64 1 1 "
+              "8:16 1 1");
+  });
+  events_->send(dmEvent(UdevEvent::Action::Change));
+  ASSERT_TRUE(runUntil([&] {
+    const PathView *path = publishedPath("sda");
+    return path != nullptr && path->devt == "8:64" && path->map == "mpatha";
+  }));
+  const unsigned checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 8; })); // two rounds, 2 s
+  EXPECT_EQ(multipathd.commands(), (std::vector<std::string>{"fail path sda"}))
+      << "the old sda's fail went to the new one";
 }
 
 TEST_F(DaemonLoopTest, BrokenConfigOnReloadKeepsTheOldOne) {

@@ -28,7 +28,7 @@ TEST_F(PendingForwardsTest, AnAnsweredForwardIsDone) {
 }
 
 TEST_F(PendingForwardsTest, AFailedForwardIsSentAgainWithGrowingDelays) {
-  auto sent = forwards.sent("sda", kReinstate);
+  auto sent = forwards.sent("sda", kReinstate, "8:0 wwid");
   auto now = t0;
   for (auto expected : {1s, 2s, 4s, 8s, 16s, 30s, 30s}) {
     const auto retry = forwards.answered(sent, kRefused, now);
@@ -40,6 +40,7 @@ TEST_F(PendingForwardsTest, AFailedForwardIsSentAgainWithGrowingDelays) {
     ASSERT_EQ(due.size(), 1U);
     EXPECT_EQ(due[0].device, "sda");
     EXPECT_EQ(due[0].fail, kReinstate);
+    EXPECT_EQ(due[0].identity, "8:0 wwid") << "the caller checks that the name is the same device";
     now = *retry;
     const auto again = forwards.resent(due[0]);
     ASSERT_TRUE(again.has_value());
