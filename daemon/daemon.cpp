@@ -257,7 +257,7 @@ void Daemon::start() {
   const selector::Mode configured = configuredMode();
   // Looked for without a connect: with systemd's multipathd.socket, a
   // connect starts multipathd.
-  const auto seen = lookForMultipathd(options_.multipathdSocket);
+  const auto seen = lookForMultipathd(options_.multipathdSocket, options_.procRoot.string());
   multipathdSeen_ = seen.process || seen.listening;
   const AutoChoice choice = chooseAutoMode(seen, options_.multipathdSocket);
   mode_ = configured == selector::Mode::Auto ? choice.mode : configured;
@@ -330,6 +330,12 @@ void Daemon::start() {
   }
   loadOwnedWwids();
   loadAdminHolds();
+  if (mode_ == selector::Mode::Companion) {
+    // multipathd may have reinstated them while pathkeeperd was stopped.
+    for (const auto &[device, identity] : adminFailed_) {
+      sendPathMessage(device, true, "held failed by the admin");
+    }
+  }
   // From here on every device-mapper call goes through a worker, so that
   // suspends and udev waits never stall the loop (see dm_worker.hpp). Two
   // lanes: table work (reads, create, reload) can wait for udev for
@@ -1032,7 +1038,7 @@ void Daemon::followConfiguredMode(selector::Mode wanted) {
     watchMultipathd(/*processes=*/true); // to companion now; to owner after the grace
     return;
   }
-  const auto seen = lookForMultipathd(options_.multipathdSocket);
+  const auto seen = lookForMultipathd(options_.multipathdSocket, options_.procRoot.string());
   multipathdSeen_ = seen.process || seen.listening;
   if (wanted == selector::Mode::Owner && multipathdSeen_) {
     log::warning(ownerBesideMultipathd(seen, options_.multipathdSocket));
@@ -1414,12 +1420,16 @@ void Daemon::apply(const HealthTracker::Decisions &decisions) {
   }
 }
 
-void Daemon::forwardToMultipathd(const std::string &command, const log::Field &field, bool reread) {
+void Daemon::forwardToMultipathd(const std::string &command, const log::Field &field, bool reread,
+                                 std::function<void(bool ok)> done) {
   multipathd_->request(
       command, kMultipathdTimeout,
-      [this, command, field, reread](Expected<std::string> reply) {
+      [this, command, field, reread, done = std::move(done)](Expected<std::string> reply) {
         Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
                                   : Expected<void>(pathkeeper::fail(reply.error()));
+        if (done) {
+          done(ok.has_value());
+        }
         if (ok) {
           log::info(fmt::format("multipathd: {}: ok", command), {field});
           if (reread) {
@@ -1806,6 +1816,9 @@ void Daemon::runFailback(Clock::time_point now) {
     return;
   }
   for (auto &[alias, map] : maps_) {
+    if (!map.desired) {
+      continue; // not planned (yet): right after a switch from companion mode
+    }
     const auto groups = failbackGroups(map);
     // The kernel leaves a group with no usable path at the map's next I/O
     // and says so nowhere the daemon listens (no reconcile runs when paths
@@ -1924,6 +1937,8 @@ void Daemon::finishReconcile() {
   }
   if (auto change = std::exchange(pendingMode_, std::nullopt)) {
     applyMode(change->to, change->why, change->startMultipathd);
+  } else if (mode_ == selector::Mode::Companion && !queueingHandover_.empty()) {
+    handOverQueueing();
   }
   if (std::exchange(reconcileAgain_, false)) {
     reconcile();
@@ -2586,11 +2601,11 @@ void Daemon::watchMultipathd(bool processes) {
     return; // the admin said so; a missing multipathd shows in the forwards' errors
   }
   MultipathdSighting seen;
-  seen.listening = multipathdListening(options_.multipathdSocket);
+  seen.listening = multipathdListening(options_.multipathdSocket, options_.procRoot.string());
   if (!seen.listening && (processes || mode_ == selector::Mode::Companion)) {
     // Rare: only while multipathd seems gone. A multipathd that is starting
     // or stopping runs without its socket for a moment.
-    seen = lookForMultipathd(options_.multipathdSocket);
+    seen = lookForMultipathd(options_.multipathdSocket, options_.procRoot.string());
   }
   const bool present = seen.process || seen.listening;
   const bool appeared = present && !std::exchange(multipathdSeen_, present);
@@ -2603,11 +2618,14 @@ void Daemon::watchMultipathd(bool processes) {
   const auto now = Clock::now();
   if (present) {
     multipathdGoneSince_.reset();
+    if (pendingMode_ && pendingMode_->to == selector::Mode::Owner) {
+      pendingMode_.reset(); // back before the pass under way ended
+    }
     if (mode_ == selector::Mode::Owner) {
       if (!processes) {
         // Whether it runs or only its socket listens: the reason given, and
         // whether to start it.
-        seen = lookForMultipathd(options_.multipathdSocket);
+        seen = lookForMultipathd(options_.multipathdSocket, options_.procRoot.string());
         if (!seen.process && !seen.listening) {
           return; // gone again meanwhile
         }
@@ -2660,17 +2678,26 @@ void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMult
       {}, log::id::kModeChanged);
   renameFailures_.clear();
   planWarnings_.clear();
+  forgetPerMapState();
   if (to == selector::Mode::Companion) {
     connectMultipathd(startMultipathd);
-    // The admin's disable-queueing holds go to multipathd, which keeps them
-    // until restorequeueing; the failed-path holds stay ours and go to it
-    // with the next pass.
+    // Nothing is planned or stale in companion mode; the next pass follows
+    // multipathd's maps.
+    staleMaps_.clear();
+    for (auto &[alias, map] : maps_) {
+      map.desired.reset();
+    }
+    // The admin's holds go to multipathd: a failed path now (multipathd
+    // knows these maps already, or takes them with their paths' states), a
+    // disable-queueing once a pass has seen the map under multipathd.
+    for (const auto &[device, identity] : adminFailed_) {
+      log::notice(fmt::format("path {}: the admin's hold is handed to multipathd", device),
+                  {{"PATH", device}});
+      sendPathMessage(device, true, "held failed by the admin");
+    }
     for (const auto &map : queueingDisabled_) {
-      if (auto command = queueingCommand(map, false)) {
-        log::notice(
-            fmt::format("map {}: the admin's disable-queueing is handed to multipathd", map),
-            {{"MAP", map}});
-        forwardToMultipathd(*command, {"MAP", map}, true);
+      if (const std::string uuid = uuidOfMap(map); !uuid.empty()) {
+        queueingHandover_.emplace(uuid, false);
       }
     }
     queueingDisabled_.clear();
@@ -2683,19 +2710,73 @@ void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMult
     multipathdConnection_ = 0;
     multipathd_.reset();
     forwards_.clear();
+    // A disable-queueing multipathd never took stays the admin's hold.
+    for (const auto &[uuid, inFlight] : queueingHandover_) {
+      for (const auto &[alias, map] : maps_) {
+        if (map.uuid == uuid) {
+          queueingDisabled_.insert(alias);
+        }
+      }
+    }
+    queueingHandover_.clear();
+    saveAdminHolds();
     loadOwnedWwids();
     queueingAdopted_ = false; // take over the queueing multipathd left, as at a start
-    // A multipathd killed during a reload can leave a map suspended, and
-    // all I/O to it waits: resumed first, on the worker that then reads the
-    // maps for the pass.
-    tableWorker_->post("resume maps left suspended",
-                       [](DeviceMapper &dm) -> DmWorker::Continuation {
-                         auto resumed = resumeSuspendedMaps(dm);
-                         return [resumed = std::move(resumed)] { logResumed(resumed); };
-                       });
+    if (!multipathdSeen_) {
+      // A multipathd killed during a reload can leave a map suspended, and
+      // all I/O to it waits: resumed first, on the worker that then reads
+      // the maps for the pass. Not while multipathd runs (an explicit
+      // owner): that could be its reload under way.
+      tableWorker_->post("resume maps left suspended",
+                         [](DeviceMapper &dm) -> DmWorker::Continuation {
+                           auto resumed = resumeSuspendedMaps(dm);
+                           return [resumed = std::move(resumed)] { logResumed(resumed); };
+                         });
+    }
   }
   requestReconcile(fmt::format("now in {} mode", selector::toString(to)));
   requestPublish();
+}
+
+void Daemon::forgetPerMapState() {
+  const auto every = [](std::string_view) { return true; };
+  noPathRetry_.forgetIf(every);
+  failback_.forgetIf(every);
+  adaptive_.forgetMapsIf(every);
+}
+
+void Daemon::handOverQueueing() {
+  for (auto &[uuid, inFlight] : queueingHandover_) {
+    if (inFlight) {
+      continue;
+    }
+    auto map =
+        std::ranges::find_if(maps_, [&](const auto &entry) { return entry.second.uuid == uuid; });
+    if (map == maps_.end()) {
+      continue; // multipathd has not made it yet
+    }
+    auto command = queueingCommand(map->first, false);
+    if (!command) {
+      continue;
+    }
+    inFlight = true;
+    forwardToMultipathd(*command, {"MAP", map->first}, true,
+                        [this, uuid = uuid, alias = map->first](bool ok) {
+                          auto handover = queueingHandover_.find(uuid);
+                          if (handover == queueingHandover_.end()) {
+                            return;
+                          }
+                          if (ok) {
+                            log::notice(fmt::format("map {}: multipathd took over the admin's "
+                                                    "disable-queueing (until restore-queueing)",
+                                                    alias),
+                                        {{"MAP", alias}});
+                            queueingHandover_.erase(handover);
+                          } else {
+                            handover->second = false; // again after the next pass
+                          }
+                        });
+  }
 }
 
 void Daemon::syncMultipathd() {
@@ -3210,7 +3291,9 @@ void Daemon::syncOwnedWwids() {
   }
   bool grew = false;
   for (const auto &[alias, map] : maps_) {
-    if (!map.wwid.empty() && ownedWwids_.insert(map.wwid).second) {
+    // Planned maps only: right after a switch from companion mode maps_
+    // still holds every map multipathd had, until the first owner pass.
+    if (map.desired && !map.wwid.empty() && ownedWwids_.insert(map.wwid).second) {
       grew = true;
     }
   }

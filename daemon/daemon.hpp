@@ -63,6 +63,9 @@ struct DaemonOptions {
   std::filesystem::path adminHoldsFile{"/run/pathkeeper/admin-holds"};
   /// udevd's runtime directory: udevd runs when its control socket is there.
   std::filesystem::path udevRunDir{"/run/udev"};
+  /// Where multipathd's process and socket are looked for (tests pass a
+  /// tree without the host's processes).
+  std::filesystem::path procRoot{"/proc"};
   std::optional<selector::Mode> mode; ///< overrides the config's mode
   /// multipathd's abstract socket name (without the leading NUL): how auto
   /// mode detects it, and where companion mode forwards (tests pass their own).
@@ -116,6 +119,8 @@ public:
   void start();
 
   [[nodiscard]] selector::Mode mode() const { return mode_; }
+  /// @brief Reconcile passes started so far (tests wait for one).
+  [[nodiscard]] std::uint64_t passes() const { return passes_; }
   /// @brief Whether a reconcile pass is under way (tests wait for quiet).
   [[nodiscard]] bool reconciling() const { return reconcileRunning_; }
   /// @brief What is published now.
@@ -248,8 +253,13 @@ private:
   /// Companion mode: sends @p command to multipathd and logs its answer;
   /// with @p reread, a successful one reads the maps again (a queueing
   /// change raises no dm event).
-  void forwardToMultipathd(const std::string &command, const log::Field &field,
-                           bool reread = false);
+  void forwardToMultipathd(const std::string &command, const log::Field &field, bool reread = false,
+                           std::function<void(bool ok)> done = {});
+  /// Companion mode, after a pass: sends the disable-queueing holds not yet
+  /// taken by multipathd (queueingHandover_) under the maps' names now.
+  void handOverQueueing();
+  /// Drops the per-map counts and waits of the mode left behind.
+  void forgetPerMapState();
   void runFailback(Clock::time_point now);
   /// Why the admin's switch of map @p alias to @p group (in range) is
   /// refused: the group has no usable path, or the failback policy would
@@ -444,6 +454,10 @@ private:
     bool startMultipathd;
   };
   std::optional<ModeSwitch> pendingMode_;
+  /// Owner → companion: the admin's disable-queueing holds multipathd has
+  /// not taken yet, by DM UUID (true: a send is on its way). multipathd may
+  /// rename the maps, or not know them yet, when the mode changes.
+  std::map<std::string, bool> queueingHandover_;
   /// Auto mode, companion: since when multipathd has not been seen.
   std::optional<Clock::time_point> multipathdGoneSince_;
   /// Explicit owner mode: multipathd was seen at the last look (warned).

@@ -52,6 +52,7 @@ namespace {
 namespace fs = std::filesystem;
 using fakes::FakeDeviceMapper;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 /// A test's hold on one kind of call: while held, the call waits (on the
@@ -296,6 +297,11 @@ protected:
     root_ = pattern;
     fs::create_directories(root_ / "dev");
     fs::create_directories(root_ / "conf.d");
+    // multipathd is looked for here: the host's sockets (the stand-ins
+    // listen there), none of its processes (a multipathd of the host's own
+    // must not count).
+    fs::create_directories(root_ / "proc");
+    fs::create_directory_symlink("/proc/net", root_ / "proc/net");
     useTree("xserve", kConfig);
   }
 
@@ -335,6 +341,7 @@ protected:
     if (modeOption_) {
       o.mode = *modeOption_;
     }
+    o.procRoot = root_ / "proc";
     o.multipathdWatch = multipathdWatch_;
     o.multipathdGoneGrace = multipathdGoneGrace_;
     o.sessionPoll = 100ms;
@@ -2211,39 +2218,69 @@ TEST_F(DaemonLoopTest, AutoModeFollowsAMultipathdStartedAndStoppedLater) {
   modeOption_ = std::optional<selector::Mode>(selector::Mode::Auto);
   multipathdWatch_ = 20ms;
   multipathdGoneGrace_ = 300ms;
+  // A map of a LUN pathkeeper does not manage (another SAN's, or one its
+  // configuration leaves out): never to be listed as pathkeeper's own.
+  const std::string foreignWwid = "3600a0b800012345600000000deadbeef";
+  dm_.with([&](FakeDeviceMapper &fake) {
+    fake.seed("mpathz", "mpath-" + foreignWwid,
+              "0 2048 multipath 0 0 1 1 round-robin 0 1 1 65:0 1");
+  });
   startDaemon();
   ASSERT_TRUE(runUntil([&] { return ready(); }));
   ASSERT_EQ(daemon_->mode(), selector::Mode::Owner);
   const fs::path owned = root_ / "lib/owned-wwids";
   ASSERT_TRUE(fs::exists(owned));
   const std::string map = mapHolding("sda");
+  const std::string lower = mapHolding("sdc");
+  // The admin's holds from owner mode.
+  ASSERT_TRUE(daemon_->failPath("sdc").has_value());
+  ASSERT_TRUE(daemon_->disableQueueing(lower).has_value());
+  ASSERT_TRUE(runUntil([&] { return !activeInDm(lower, "8:32"); }));
   {
     fakes::FakeMultipathd multipathd(companionSocket_, applyingMultipathd(dm_, map));
     ASSERT_TRUE(runUntil([&] { return published_ && published_->mode == "companion"; }));
     EXPECT_EQ(daemon_->mode(), selector::Mode::Companion);
     EXPECT_FALSE(fs::exists(owned)) << "pathkeeper's udev rule would still claim the paths";
+    // Only its socket listened at first (no process is named multipathd):
+    // as with systemd's multipathd.socket, pathkeeperd starts it. The
+    // admin's holds follow.
+    const std::string handover = "disablequeueing map " + lower;
+    ASSERT_TRUE(runUntil([&] { return multipathd.commands().size() >= 3; }));
+    EXPECT_EQ(multipathd.commands(),
+              (std::vector<std::string>{"show daemon", "fail path sdc", handover}));
     ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
     const std::size_t loads = callsOf("load") + callsOf("create");
     const std::size_t messages = callsOf("message");
 
     ASSERT_TRUE(daemon_->failPath("sda").has_value());
     ASSERT_TRUE(runUntil([&] { return !activeInDm(map, "8:0"); }));
-    // Only its socket listened at first (no process is named multipathd):
-    // as with systemd's multipathd.socket, pathkeeperd starts it.
-    EXPECT_EQ(multipathd.commands(), (std::vector<std::string>{"show daemon", "fail path sda"}));
-    // Let a pass run in companion mode (a dm event starts one).
-    sendDmPathEvent("PATH_FAILED", map, "8:0");
-    ASSERT_TRUE(runUntil([&] { return publishedDmState("sda") == "failed"; }));
-    ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
+    EXPECT_EQ(multipathd.commands().back(), "fail path sda");
+    // A pass in companion mode (a map's change event starts one).
+    const std::uint64_t passes = daemon_->passes();
+    events_->send(dmEvent(UdevEvent::Action::Change));
+    ASSERT_TRUE(runUntil([&] { return daemon_->passes() > passes && !daemon_->reconciling(); }));
     EXPECT_EQ(callsOf("load") + callsOf("create"), loads) << "companion mode loaded a table";
     EXPECT_EQ(callsOf("message"), messages + 1) << "only multipathd's fail_path reached dm";
+    // multipathd's checker puts sda back meanwhile; the admin's hold is
+    // pathkeeperd's, and must come back with the maps.
+    dm_.with([&](FakeDeviceMapper &fake) { fake.message(map, "reinstate_path 8:0"); });
   } // multipathd stops: its socket goes
   const auto gone = EventLoop::Clock::now();
   ASSERT_TRUE(runUntil([&] { return daemon_->mode() == selector::Mode::Owner; }));
   EXPECT_GE(EventLoop::Clock::now() - gone, multipathdGoneGrace_)
       << "taken over before multipathd had been gone for the grace";
-  ASSERT_TRUE(runUntil([&] { return fs::exists(owned) && !daemon_->reconciling(); }));
-  EXPECT_FALSE(activeInDm(map, "8:0")) << "the admin's hold ended with the switch";
+  ASSERT_TRUE(runUntil([&] { return !activeInDm(map, "8:0"); }))
+      << "the admin's hold did not carry over to owner mode";
+  const auto listedBoth = [&] {
+    std::error_code ec;
+    const std::string listed = fs::exists(owned, ec) ? readFile(owned) : "";
+    return listed.find("360014050393a1b001000000000000000") != std::string::npos &&
+           listed.find("360014050393a1b002000000000000000") != std::string::npos;
+  };
+  ASSERT_TRUE(runUntil(listedBoth)) << "the owner pass did not list its maps' WWIDs";
+  ASSERT_TRUE(runUntil([&] { return !daemon_->reconciling(); }));
+  EXPECT_THAT(readFile(owned), Not(HasSubstr(foreignWwid)))
+      << "a map pathkeeper does not plan was listed";
   ASSERT_TRUE(daemon_->reinstatePath("sda").has_value());
   ASSERT_TRUE(runUntil([&] { return activeInDm(map, "8:0"); }))
       << "owner mode did not reinstate the path itself";
