@@ -1053,6 +1053,25 @@ void Daemon::followConfiguredMode(selector::Mode wanted) {
 
 // --- commands --------------------------------------------------------------------------
 
+void Daemon::answerWhenDone(const std::function<Expected<void>()> &command, Done done) {
+  if (mode_ != selector::Mode::Companion) {
+    done(command());
+    return;
+  }
+  auto waiter = std::make_shared<ForwardWaiter>(std::move(done));
+  waiter_ = waiter;
+  Expected<void> result;
+  try {
+    result = command();
+  } catch (...) {
+    waiter_.reset();
+    waiter->abandon();
+    throw;
+  }
+  waiter_.reset();
+  waiter->returned(std::move(result));
+}
+
 Expected<void> Daemon::reconfigure() {
   return reloadConfig();
 }
@@ -1422,13 +1441,20 @@ void Daemon::apply(const HealthTracker::Decisions &decisions) {
 
 void Daemon::forwardToMultipathd(const std::string &command, const log::Field &field, bool reread,
                                  std::function<void(bool ok)> done) {
+  if (waiter_) {
+    waiter_->sent();
+  }
   multipathd_->request(
       command, kMultipathdTimeout,
-      [this, command, field, reread, done = std::move(done)](Expected<std::string> reply) {
+      [this, command, field, reread, done = std::move(done),
+       waiter = waiter_](Expected<std::string> reply) {
         Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
                                   : Expected<void>(pathkeeper::fail(reply.error()));
         if (done) {
           done(ok.has_value());
+        }
+        if (waiter) {
+          waiter->answered(command, ok);
         }
         if (ok) {
           log::info(fmt::format("multipathd: {}: ok", command), {field});
@@ -1450,9 +1476,12 @@ void Daemon::forwardPathCommand(const PendingForwards::Forward &forward) {
   // multipathd's dm message raises the same uevent as ours would: its echo
   // says nothing of the path's health (dm_echo.hpp).
   echoes_.expect(forward.device, forward.fail, Clock::now());
+  if (waiter_) {
+    waiter_->sent();
+  }
   multipathd_->request(
       command, kMultipathdTimeout,
-      [this, forward, command](Expected<std::string> reply) {
+      [this, forward, command, waiter = waiter_](Expected<std::string> reply) {
         const Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
                                         : Expected<void>(pathkeeper::fail(reply.error()));
         const log::Field field{"PATH", forward.device};
@@ -1460,6 +1489,9 @@ void Daemon::forwardPathCommand(const PendingForwards::Forward &forward) {
           echoes_.cancel(forward.device, forward.fail); // most likely not done: no event
         }
         const auto retry = forwards_.answered(forward, ok.has_value(), Clock::now());
+        if (waiter) {
+          waiter->answered(command, ok, retry.has_value());
+        }
         if (ok) {
           if (forward.attempt == 1) {
             log::info(fmt::format("multipathd: {}: ok", command), {field});

@@ -18,6 +18,7 @@
 #include "dm_worker.hpp"
 #include "event_loop.hpp"
 #include "failback.hpp"
+#include "forward_waiter.hpp"
 #include "health.hpp"
 #include "iscsi_discovery.hpp"
 #include "log.hpp"
@@ -140,6 +141,9 @@ public:
   Expected<void> reinstatePath(const std::string &device) override;
   Expected<void> switchGroup(const std::string &map, unsigned group) override;
   Expected<void> disableQueueing(const std::string &map) override;
+  /// Companion mode: @p done gets multipathd's answers to the forwards
+  /// @p command starts (the first refusal, or success).
+  void answerWhenDone(const std::function<Expected<void>()> &command, Done done) override;
   Expected<void> restoreQueueing(const std::string &map) override;
   Expected<void> setSelector(const std::string &map, const std::string &selector) override;
   Expected<void> rescan() override;
@@ -454,6 +458,9 @@ private:
     bool startMultipathd;
   };
   std::optional<ModeSwitch> pendingMode_;
+  /// While an admin command runs in companion mode (answerWhenDone): what
+  /// its forwards report their answers to.
+  std::shared_ptr<ForwardWaiter> waiter_;
   /// Owner → companion: the admin's disable-queueing holds multipathd has
   /// not taken yet, by DM UUID (true: a send is on its way). multipathd may
   /// rename the maps, or not know them yet, when the mode changes.

@@ -9,6 +9,7 @@
 #include "expected.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -179,6 +180,16 @@ public:
   virtual Expected<void> setSelector(const std::string &map, const std::string &selector) = 0;
   /// @brief Rescans sysfs and reconciles.
   virtual Expected<void> rescan() = 0;
+
+  using Done = std::function<void(Expected<void>)>;
+  /// @brief Runs @p command (one of the above) and hands its outcome to
+  /// @p done, exactly once. Where the command is carried out by another
+  /// daemon (companion mode forwards to multipathd), that is its answer, on
+  /// the loop thread later; here, at once. Exceptions from @p command
+  /// propagate, and then @p done is not called.
+  virtual void answerWhenDone(const std::function<Expected<void>()> &command, Done done) {
+    done(command());
+  }
 };
 
 } // namespace pathkeeper::daemon

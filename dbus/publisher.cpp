@@ -254,38 +254,43 @@ private:
     const sdbus::Message *call = getObject().getCurrentlyProcessedMessage();
     const std::string sender = call != nullptr ? call->getSender() : std::string{};
     std::weak_ptr<int> alive = alive_;
-    authorizer_.authorize(sender, method,
-                          [this, alive, reply, method, check = std::move(check),
-                           run = std::move(run)](Expected<void> allowed) {
-                            if (alive.expired()) {
-                              reply->returnError(
-                                  sdbus::Error(kErrorFailed, "pathkeeperd is shutting down"));
-                              return;
-                            }
-                            if (!allowed) {
-                              reply->returnError(sdbus::Error(kErrorAccessDenied, allowed.error()));
-                              return;
-                            }
-                            try {
-                              if (check) {
-                                if (auto error = check()) {
-                                  reply->returnError(sdbus::Error(error->name, error->message));
-                                  return;
-                                }
-                              }
-                              if (auto done = run(); !done) {
-                                auto error = commandFailed(method, done.error());
-                                reply->returnError(sdbus::Error(error.name, error.message));
-                                return;
-                              }
-                            } catch (const std::exception &error) {
-                              // A throwing command must not unwind through sd-bus's C frames.
-                              auto failed = commandFailed(method, error.what());
-                              reply->returnError(sdbus::Error(failed.name, failed.message));
-                              return;
-                            }
-                            reply->returnResults();
-                          });
+    authorizer_.authorize(
+        sender, method,
+        [this, alive, reply, method, check = std::move(check),
+         run = std::move(run)](Expected<void> allowed) {
+          if (alive.expired()) {
+            reply->returnError(sdbus::Error(kErrorFailed, "pathkeeperd is shutting down"));
+            return;
+          }
+          if (!allowed) {
+            reply->returnError(sdbus::Error(kErrorAccessDenied, allowed.error()));
+            return;
+          }
+          try {
+            if (check) {
+              if (auto error = check()) {
+                reply->returnError(sdbus::Error(error->name, error->message));
+                return;
+              }
+            }
+            // In companion mode the answer is multipathd's, later.
+            commands_.answerWhenDone(run, [alive, reply, method](Expected<void> done) {
+              if (alive.expired()) {
+                return; // exiting: the publisher and its bus are gone
+              }
+              if (!done) {
+                auto error = commandFailed(method, done.error());
+                reply->returnError(sdbus::Error(error.name, error.message));
+                return;
+              }
+              reply->returnResults();
+            });
+          } catch (const std::exception &error) {
+            // A throwing command must not unwind through sd-bus's C frames.
+            auto failed = commandFailed(method, error.what());
+            reply->returnError(sdbus::Error(failed.name, failed.message));
+          }
+        });
   }
 
   const StateSnapshot &current_;

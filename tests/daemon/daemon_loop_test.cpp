@@ -2347,6 +2347,40 @@ TEST_F(DaemonLoopTest, CompanionSendsNoRetryToTheNextDeviceWithTheName) {
       << "the old sda's fail went to the new one";
 }
 
+// Companion mode: the admin hears multipathd's answer (over D-Bus, through
+// answerWhenDone), not merely that the command went out.
+TEST_F(DaemonLoopTest, CompanionAnswersAdminCommandsWithMultipathdsAnswer) {
+  fakes::FakeMultipathd multipathd([](int fd, fakes::FakeMultipathd &self) {
+    while (auto command = self.readCommand(fd)) {
+      const bool refuse = command->starts_with("switchgroup") || *command == "fail path sda";
+      fakes::FakeMultipathd::reply(fd, refuse ? "fail\n" : "ok\n");
+    }
+  });
+  ASSERT_TRUE(startCompanion(multipathd));
+  std::optional<Expected<void>> failed;
+  std::optional<Expected<void>> switched;
+  std::optional<Expected<void>> disabled;
+  std::optional<Expected<void>> missing;
+  const auto into = [](std::optional<Expected<void>> &slot) {
+    return [&slot](Expected<void> outcome) { slot = std::move(outcome); };
+  };
+  daemon_->answerWhenDone([&] { return daemon_->failPath("sda"); }, into(failed));
+  daemon_->answerWhenDone([&] { return daemon_->switchGroup("mpatha", 1); }, into(switched));
+  daemon_->answerWhenDone([&] { return daemon_->disableQueueing("mpathb"); }, into(disabled));
+  EXPECT_FALSE(failed || switched || disabled) << "answered before multipathd did";
+  daemon_->answerWhenDone([&] { return daemon_->failPath("sdz"); }, into(missing));
+  ASSERT_TRUE(missing.has_value()) << "an error of pathkeeperd's own waits for nothing";
+  EXPECT_THAT(missing->error(), HasSubstr("no such path"));
+
+  ASSERT_TRUE(runUntil([&] { return failed && switched && disabled; }));
+  ASSERT_FALSE(failed->has_value());
+  EXPECT_THAT(failed->error(), HasSubstr("multipathd: fail path sda: multipathd refused"));
+  EXPECT_THAT(failed->error(), HasSubstr("pathkeeperd sends it again until multipathd takes it"));
+  ASSERT_FALSE(switched->has_value());
+  EXPECT_THAT(switched->error(), HasSubstr("multipathd: switchgroup map mpatha group 1"));
+  EXPECT_TRUE(disabled->has_value()) << disabled->error();
+}
+
 TEST_F(DaemonLoopTest, BrokenConfigOnReloadKeepsTheOldOne) {
   startDaemon();
   ASSERT_TRUE(runUntil([&] { return ready(); }));

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -579,6 +580,38 @@ TEST_F(DbusHost, RootMayCallEveryMethodAndGetsNamedErrors) {
                                      "failed: the kernel refused fail_path on sdq"));
   EXPECT_THAT(serverCalls(), ::testing::EndsWith("; rescan; failPath sdq"))
       << "arguments that fail the checks never reach the daemon";
+}
+
+// Companion mode answers a method with multipathd's reply, later: the call
+// stays open until then, and the caller gets multipathd's refusal.
+TEST_F(DbusHost, AMethodWhoseAnswerComesLaterRepliesThen) {
+  startServer();
+  server("hold");
+  auto call =
+      std::async(std::launch::async, [] { return dbusSend("FailPath", {"string:sdb"}, false); });
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (serverCalls().find("failPath sdb") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_THAT(serverCalls(), HasSubstr("failPath sdb"));
+  EXPECT_EQ(call.wait_for(200ms), std::future_status::timeout)
+      << "the method replied before the answer came";
+  server("answer multipathd: fail path sdb: multipathd refused the action (\"fail\")");
+  const auto refused = call.get();
+  EXPECT_THAT(refused.err, HasSubstr("Error org.pathkeeper.PathKeeper1.Error.Failed: FailPath "
+                                     "failed: multipathd: fail path sdb: multipathd refused"));
+
+  server("hold");
+  auto again = std::async(std::launch::async,
+                          [] { return dbusSend("ReinstatePath", {"string:sdb"}, false); });
+  while (serverCalls().find("reinstatePath sdb") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  server("answer ok");
+  const auto taken = again.get();
+  EXPECT_EQ(taken.status, 0) << taken.err;
 }
 
 TEST_F(DbusHost, TwoThousandPathsGetManagedObjectsCompletesAndTheDaemonStaysResponsive) {

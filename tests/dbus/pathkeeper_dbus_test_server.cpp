@@ -8,6 +8,9 @@
 //   add-path DEV            a path in no map appears
 //   paths N                 the sample plus N more paths in no map
 //   calls                   prints "calls: <call>; <call>; ..." (what Commands got)
+//   hold                    the next commands are answered later, as companion
+//                           mode answers with multipathd's reply (answerWhenDone)
+//   answer ok|TEXT          answers the held commands: success, or the error TEXT
 //   quit
 // Every command is answered with "ok" (after "calls:" for calls) once the
 // snapshot is published; "ready" is printed once the name is owned.
@@ -72,6 +75,14 @@ public:
     return record(fmt::format("setSelector {} {}", map, selector));
   }
   Expected<void> rescan() override { return record("rescan"); }
+  void answerWhenDone(const std::function<Expected<void>()> &command, Done done) override {
+    auto result = command();
+    if (!hold_ || !result) {
+      done(std::move(result));
+      return;
+    }
+    held_.push_back(std::move(done));
+  }
 
   // One stdin line; false on quit.
   bool command(const std::string &line) {
@@ -107,6 +118,15 @@ public:
       std::ranges::sort(big.paths, {}, &daemon::PathView::device);
       snapshot_ = big;
       publisher_->publish(snapshot_);
+    } else if (verb == "hold") {
+      hold_ = true;
+    } else if (verb == "answer") {
+      std::string text;
+      std::getline(in >> std::ws, text);
+      hold_ = false;
+      for (auto &done : std::exchange(held_, {})) {
+        done(text == "ok" ? Expected<void>{} : Expected<void>(fail(text)));
+      }
     } else if (verb == "calls") {
       std::cout << "calls: " << fmt::format("{}", fmt::join(calls_, "; ")) << "\n";
     } else {
@@ -162,6 +182,8 @@ private:
   daemon::StateSnapshot snapshot_;
   dbus::DbusPublisher *publisher_ = nullptr;
   std::vector<std::string> calls_;
+  bool hold_ = false;
+  std::vector<Done> held_;
 };
 
 } // namespace

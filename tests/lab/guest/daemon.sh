@@ -663,9 +663,10 @@ pd_companion() {
     lab_wait 60 "$sd is active in dm" pd_dm_path_is "$dev" A
     lab_wait 30 "pathkeeperd agrees with multipathd on every path" pd_states_agree
     kill -STOP "$PD_MPD_PID"
-    lab_check "the admin holds $sd failed (D-Bus FailPath)" \
-        busctl --system call org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
-        org.pathkeeper.PathKeeper1.Manager FailPath s "$sd"
+    lab_check "the admin's FailPath of $sd answers that multipathd did not (D-Bus)" \
+        pd_bus_call_fails_with "multipathd did not answer \"fail path $sd\"" FailPath "$sd"
+    lab_check "the error says that pathkeeperd sends it again" \
+        grep -q "pathkeeperd sends it again until multipathd takes it" "$LAB_RUN/bus-error"
     lab_wait 30 "pathkeeperd's \"fail path $sd\" went unanswered" \
         pd_log_has "multipathd: fail path $sd: .*(try 1); sending it again"
     kill -KILL "$PD_MPD_PID"
@@ -686,6 +687,17 @@ pd_companion() {
     kill "$PD_MPD_PID" 2>/dev/null || true
     lab_save pathkeeperd.log "$PD_LOG"
     lab_save multipathd.log "$PD_MPD_LOG"
+}
+
+# pd_bus_call_fails_with TEXT METHOD ARG: the Manager method METHOD(ARG)
+# fails with an error that says TEXT (kept in $LAB_RUN/bus-error).
+pd_bus_call_fails_with() {
+    if busctl --system call org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
+        org.pathkeeper.PathKeeper1.Manager "$2" s "$3" 2>"$LAB_RUN/bus-error"; then
+        return 1
+    fi
+    lab_log "$2 $3: $(cat "$LAB_RUN/bus-error")"
+    grep -qF -- "$1" "$LAB_RUN/bus-error"
 }
 
 pd_mode_is() { [[ $(jq -r .mode "$PD_STATE") == "$1" ]]; }
