@@ -257,6 +257,9 @@ NetworkSnapshot NetworkChecker::snapshot(std::span<const Binding> bindings) cons
   for (auto &nic : snapshot.nics) {
     nic.sysctls = readSysctls(procRoot_, nic.name);
   }
+  for (const auto &query : sourceQueries(bindings)) {
+    snapshot.routes.push_back(lookupRoute(query, snapshot));
+  }
   for (const auto &query : routeQueries(snapshot, bindings)) {
     snapshot.routes.push_back(lookupRoute(query, snapshot));
   }

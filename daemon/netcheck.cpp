@@ -636,10 +636,25 @@ Binding resolveBinding(const NetworkSnapshot &snapshot, const Binding &binding) 
     }
   }
   if (resolved.source.empty() && !resolved.nic.empty()) {
+    // Bound to the device alone: the source is the kernel's choice for the
+    // portal through that device (sourceQueries), which need not be the
+    // NIC's first address. Without that lookup, as the kernel would for a
+    // portal on-link: an address in the portal's subnet, else the first.
+    const RouteLookup *chosen = snapshot.route(binding.portal.address, "", resolved.nic);
+    if (chosen != nullptr && chosen->error.empty() && !chosen->preferredSource.empty()) {
+      resolved.source = chosen->preferredSource;
+      return resolved;
+    }
     const int family = familyOf(binding.portal.address);
     if (const Nic *nic = snapshot.nic(resolved.nic); nic != nullptr) {
       for (const auto &address : nic->addresses) {
-        if (address.family == family && usableAddress(address)) {
+        if (address.family != family || !usableAddress(address)) {
+          continue;
+        }
+        if (resolved.source.empty()) {
+          resolved.source = address.address;
+        }
+        if (covers(address.address, address.prefixLength, binding.portal.address)) {
           resolved.source = address.address;
           break;
         }
@@ -647,6 +662,16 @@ Binding resolveBinding(const NetworkSnapshot &snapshot, const Binding &binding) 
     }
   }
   return resolved;
+}
+
+std::vector<RouteQuery> sourceQueries(std::span<const Binding> bindings) {
+  std::vector<RouteQuery> queries;
+  for (const auto &binding : bindings) {
+    if (!binding.nic.empty() && binding.source.empty() && !binding.portal.address.empty()) {
+      addUnique(queries, RouteQuery{binding.portal.address, "", binding.nic});
+    }
+  }
+  return queries;
 }
 
 std::vector<RouteQuery> routeQueries(const NetworkSnapshot &snapshot,

@@ -124,9 +124,17 @@ struct RouteQuery {
 };
 
 /// @brief The NIC and source address @p binding really uses in @p snapshot:
-/// a missing NIC is the owner of the source, a missing source the NIC's first
-/// address of the portal's family. Either may stay empty.
+/// a missing NIC is the owner of the source; a missing source is the one the
+/// kernel chose for the portal through the NIC (sourceQueries), else the
+/// NIC's address in the portal's subnet, else its first of the portal's
+/// family. Either may stay empty.
 Binding resolveBinding(const NetworkSnapshot &snapshot, const Binding &binding);
+
+/// @brief The lookups that tell which source address the kernel gives
+/// traffic bound to a NIC alone (no iface.ipaddress): the portal through
+/// that NIC, with no source. Asked before routeQueries(), whose source
+/// resolveBinding() takes from their answers.
+std::vector<RouteQuery> sourceQueries(std::span<const Binding> bindings);
 
 /// @brief The route lookups analyse() wants for @p bindings, deduplicated.
 std::vector<RouteQuery> routeQueries(const NetworkSnapshot &snapshot,

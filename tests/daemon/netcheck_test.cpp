@@ -118,6 +118,27 @@ TEST(NetcheckResolve, TakesTheNicsFirstAddressOfThePortalsFamily) {
   EXPECT_EQ(b.nic, "eth2");
 }
 
+// A NIC with an address in another subnet first (a management address, an
+// old one): traffic bound to it alone gets the kernel's source for the
+// portal, not the first address.
+TEST(NetcheckResolve, ABindingToANicAloneTakesTheKernelsSource) {
+  NetworkSnapshot s = seed();
+  s.nics[2].addresses.insert(s.nics[2].addresses.begin(), {"192.168.5.11", 24, AF_INET});
+  EXPECT_EQ(resolveBinding(s, bind("eth2")).source, "10.10.1.11")
+      << "without the kernel's answer, the address in the portal's subnet";
+  s.routes.push_back({"10.10.1.20", "", "eth2", "", "eth2", "10.10.1.111", "", 254});
+  EXPECT_EQ(resolveBinding(s, bind("eth2")).source, "10.10.1.111") << "the kernel's answer wins";
+  s.routes.back().error = "Network is unreachable";
+  EXPECT_EQ(resolveBinding(s, bind("eth2")).source, "10.10.1.11");
+}
+
+TEST(NetcheckRouteQueries, AsksForTheSourceOfBindingsToANicAlone) {
+  Binding byAddress = bind("eth1");
+  byAddress.source = "10.10.1.10";
+  const std::vector<Binding> bindings = {bind("eth2"), bind("eth2"), byAddress, bind("")};
+  EXPECT_THAT(sourceQueries(bindings), ElementsAre(RouteQuery{"10.10.1.20", "", "eth2"}));
+}
+
 TEST(NetcheckResolve, FindsTheNicOfASourceOnlyBinding) {
   Binding b = bind("");
   b.source = "10.10.1.11";

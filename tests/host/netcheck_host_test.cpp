@@ -217,6 +217,32 @@ TEST_F(NetcheckNetns, TwoNicsOnOneSubnetNameTheNicTheTrafficReallyLeavesBy) {
   EXPECT_THAT(ids(findings), UnorderedElementsAre("unbound-egress", "shared-subnet", "arp-flux"));
 }
 
+// A NIC whose first address is in another subnet (a management address):
+// iscsid binds by the device alone, and the kernel picks the source in the
+// portal's subnet. The check must reason about that source, not the first.
+TEST_F(NetcheckNetns, ABindingToANicAloneUsesTheSourceTheKernelPicks) {
+  const std::string b = nicB();
+  ASSERT_EQ(run(fmt::format("ip -n {0} addr del 10.201.1.11/24 dev {1} && "
+                            "ip -n {0} addr add 192.168.77.11/24 dev {1} && "
+                            "ip -n {0} addr add 10.201.1.11/24 dev {1}",
+                            ns(), b))
+                .status,
+            0);
+  const CommandResult got =
+      run(fmt::format("ip -n {} -o route get {} oif {}", ns(), kPortal.address, b));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(got.out, m, std::regex(R"(\bsrc (\S+))"))) << got.out;
+  ASSERT_EQ(m[1], "10.201.1.11") << "the kernel's own choice";
+  NetworkSnapshot snapshot;
+  analyseInside(&snapshot);
+  const Nic *nic = snapshot.nic(b);
+  ASSERT_NE(nic, nullptr);
+  ASSERT_EQ(nic->addresses.front().address, "192.168.77.11") << "the fixture's premise";
+  EXPECT_EQ(resolveBinding(snapshot, bindings()[1]).source, "10.201.1.11");
+  EXPECT_NE(snapshot.route(kPortal.address, "10.201.1.11", b), nullptr)
+      << "the bound lookup was not asked from the kernel's source";
+}
+
 TEST_F(NetcheckNetns, SessionBoundByAddressOnlyLeavingByTheOtherNicIsAnError) {
   std::string misrouted = nicA();
   if (kernelEgress(sourceOf(nicA())) == nicA()) {
