@@ -165,6 +165,18 @@ CheckStatus checkStatusOf(TurStatus status) {
   return CheckStatus::Failed;
 }
 
+/// Runs its function when the scope ends.
+template <typename F> class Finally {
+public:
+  explicit Finally(F run) : run_(std::move(run)) {}
+  ~Finally() { run_(); }
+  Finally(const Finally &) = delete;
+  Finally &operator=(const Finally &) = delete;
+
+private:
+  F run_;
+};
+
 // What auto mode makes of what it sees of multipathd.
 struct AutoChoice {
   selector::Mode mode = selector::Mode::Owner;
@@ -948,6 +960,9 @@ void Daemon::onHealthTimer() {
   startDueChecks(now);
   runMapPolicies(now);
   resendForwards(now);
+  if (mode_ == selector::Mode::Companion && !queueingHandover_.empty()) {
+    handOverQueueing(now);
+  }
   rearmHealthTimer();
   requestPublish(options_.quietPublish);
 }
@@ -980,6 +995,12 @@ void Daemon::rearmHealthTimer() {
        {failback_.nextDeadline(), noPathRetry_.nextDeadline(), forwards_.nextDeadline()}) {
     if (other && (!next || *other < *next)) {
       next = other;
+    }
+  }
+  for (const auto &[uuid, handover] : queueingHandover_) {
+    if (!handover.inFlight && handover.delay != Clock::duration{} &&
+        (!next || handover.nextTry < *next)) {
+      next = handover.nextTry;
     }
   }
   const auto now = Clock::now();
@@ -1259,6 +1280,9 @@ Expected<bool> Daemon::forwardQueueing(const std::string &map, bool queue) {
       return pathkeeper::fail(fmt::format("cannot build a multipathd {} command for '{}'",
                                           queue ? "restorequeueing" : "disablequeueing", map));
     }
+    // The admin's newest word on the map: a handover still under way of an
+    // older disable-queueing must not come after it.
+    queueingHandover_.erase(uuidOfMap(map));
     forwardToMultipathd(*command, {"MAP", map}, true);
     return true;
   }
@@ -1377,6 +1401,10 @@ Expected<void> Daemon::rescan() {
 // --- actions -------------------------------------------------------------------
 
 void Daemon::apply(const HealthTracker::Decisions &decisions) {
+  // Health's own verdicts, not the admin command under way (a rescan's):
+  // their forwards' answers are not its answer.
+  const auto outerWaiter = std::exchange(waiter_, nullptr);
+  const Finally restore([&] { waiter_ = outerWaiter; });
   for (const auto &decision : decisions) {
     const InventoryPath *path = pathByDevice(decision.device);
     const std::string map = mapOfDevice(decision.device);
@@ -1490,7 +1518,9 @@ void Daemon::forwardPathCommand(const PendingForwards::Forward &forward) {
         }
         const auto retry = forwards_.answered(forward, ok.has_value(), Clock::now());
         if (waiter) {
-          waiter->answered(command, ok, retry.has_value());
+          // A refusal that no longer matters (dm already shows what was
+          // asked, or a newer verdict replaced it) is not the admin's error.
+          waiter->answered(command, ok || !retry ? Expected<void>{} : ok, true);
         }
         if (ok) {
           if (forward.attempt == 1) {
@@ -1970,7 +2000,7 @@ void Daemon::finishReconcile() {
   if (auto change = std::exchange(pendingMode_, std::nullopt)) {
     applyMode(change->to, change->why, change->startMultipathd);
   } else if (mode_ == selector::Mode::Companion && !queueingHandover_.empty()) {
-    handOverQueueing();
+    handOverQueueing(Clock::now());
   }
   if (std::exchange(reconcileAgain_, false)) {
     reconcile();
@@ -2667,6 +2697,9 @@ void Daemon::watchMultipathd(bool processes) {
     }
     return;
   }
+  if (pendingMode_ && pendingMode_->to == selector::Mode::Companion) {
+    pendingMode_.reset(); // gone again before the pass under way ended
+  }
   if (mode_ != selector::Mode::Companion) {
     return;
   }
@@ -2704,6 +2737,9 @@ void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMult
     return;
   }
   const selector::Mode from = std::exchange(mode_, to);
+  // The holds handed over are not the answer of a Reconfigure that switched.
+  const auto outerWaiter = std::exchange(waiter_, nullptr);
+  const Finally restore([&] { waiter_ = outerWaiter; });
   log::write(
       log::Level::Notice,
       fmt::format("{} mode → {} mode: {}", selector::toString(from), selector::toString(to), why),
@@ -2729,7 +2765,7 @@ void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMult
     }
     for (const auto &map : queueingDisabled_) {
       if (const std::string uuid = uuidOfMap(map); !uuid.empty()) {
-        queueingHandover_.emplace(uuid, false);
+        queueingHandover_.emplace(uuid, Handover{});
       }
     }
     queueingDisabled_.clear();
@@ -2743,7 +2779,7 @@ void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMult
     multipathd_.reset();
     forwards_.clear();
     // A disable-queueing multipathd never took stays the admin's hold.
-    for (const auto &[uuid, inFlight] : queueingHandover_) {
+    for (const auto &[uuid, handover] : queueingHandover_) {
       for (const auto &[alias, map] : maps_) {
         if (map.uuid == uuid) {
           queueingDisabled_.insert(alias);
@@ -2777,37 +2813,50 @@ void Daemon::forgetPerMapState() {
   adaptive_.forgetMapsIf(every);
 }
 
-void Daemon::handOverQueueing() {
-  for (auto &[uuid, inFlight] : queueingHandover_) {
-    if (inFlight) {
-      continue;
-    }
+void Daemon::handOverQueueing(Clock::time_point now) {
+  for (auto it = queueingHandover_.begin(); it != queueingHandover_.end();) {
+    Handover &handover = it->second;
+    const std::string uuid = it->first;
     auto map =
         std::ranges::find_if(maps_, [&](const auto &entry) { return entry.second.uuid == uuid; });
     if (map == maps_.end()) {
-      continue; // multipathd has not made it yet
-    }
-    auto command = queueingCommand(map->first, false);
-    if (!command) {
+      // Companion mode knows every multipath map: this one is gone.
+      log::notice(fmt::format("the admin's disable-queueing of the map with DM UUID {} ends: the "
+                              "map is gone",
+                              uuid));
+      it = queueingHandover_.erase(it);
       continue;
     }
-    inFlight = true;
-    forwardToMultipathd(*command, {"MAP", map->first}, true,
-                        [this, uuid = uuid, alias = map->first](bool ok) {
-                          auto handover = queueingHandover_.find(uuid);
-                          if (handover == queueingHandover_.end()) {
-                            return;
-                          }
-                          if (ok) {
-                            log::notice(fmt::format("map {}: multipathd took over the admin's "
-                                                    "disable-queueing (until restore-queueing)",
-                                                    alias),
-                                        {{"MAP", alias}});
-                            queueingHandover_.erase(handover);
-                          } else {
-                            handover->second = false; // again after the next pass
-                          }
-                        });
+    ++it;
+    auto command = queueingCommand(map->first, false);
+    if (handover.inFlight || now < handover.nextTry || !command) {
+      continue;
+    }
+    handover.inFlight = true;
+    forwardToMultipathd(
+        *command, {"MAP", map->first}, true, [this, uuid, alias = map->first](bool ok) {
+          auto entry = queueingHandover_.find(uuid);
+          if (entry == queueingHandover_.end()) {
+            return; // the admin's newer command replaced it
+          }
+          if (ok) {
+            log::notice(fmt::format("map {}: multipathd took over the admin's disable-queueing "
+                                    "(until restore-queueing)",
+                                    alias),
+                        {{"MAP", alias}});
+            queueingHandover_.erase(entry);
+            return;
+          }
+          // Not yet (multipathd still starting, or without the map): again
+          // after 1 s, 2 s, ... at most every 30 s.
+          Handover &again = entry->second;
+          again.inFlight = false;
+          again.delay = again.delay == Clock::duration{}
+                            ? Clock::duration{std::chrono::seconds(1)}
+                            : std::min<Clock::duration>(again.delay * 2, std::chrono::seconds(30));
+          again.nextTry = Clock::now() + again.delay;
+          rearmHealthTimer();
+        });
   }
 }
 

@@ -261,7 +261,7 @@ private:
                            std::function<void(bool ok)> done = {});
   /// Companion mode, after a pass: sends the disable-queueing holds not yet
   /// taken by multipathd (queueingHandover_) under the maps' names now.
-  void handOverQueueing();
+  void handOverQueueing(Clock::time_point now);
   /// Drops the per-map counts and waits of the mode left behind.
   void forgetPerMapState();
   void runFailback(Clock::time_point now);
@@ -463,8 +463,14 @@ private:
   std::shared_ptr<ForwardWaiter> waiter_;
   /// Owner → companion: the admin's disable-queueing holds multipathd has
   /// not taken yet, by DM UUID (true: a send is on its way). multipathd may
-  /// rename the maps, or not know them yet, when the mode changes.
-  std::map<std::string, bool> queueingHandover_;
+  /// rename the maps, or not know them yet, when the mode changes. Sent
+  /// after each companion pass and, after a refusal, again with a backoff.
+  struct Handover {
+    bool inFlight = false;
+    Clock::time_point nextTry{}; ///< after a refusal: when to send it again
+    Clock::duration delay{};     ///< the last wait (doubles, at most 30 s)
+  };
+  std::map<std::string, Handover> queueingHandover_;
   /// Auto mode, companion: since when multipathd has not been seen.
   std::optional<Clock::time_point> multipathdGoneSince_;
   /// Explicit owner mode: multipathd was seen at the last look (warned).

@@ -1,5 +1,7 @@
 #include "forward_waiter.hpp"
 
+#include "log.hpp"
+
 #include <fmt/format.h>
 
 #include <utility>
@@ -41,7 +43,12 @@ void ForwardWaiter::returned(Expected<void> result) {
 
 void ForwardWaiter::finish(Expected<void> outcome) {
   if (auto done = std::exchange(done_, nullptr)) {
-    done(std::move(outcome));
+    try {
+      done(std::move(outcome));
+    } catch (const std::exception &error) {
+      // From the loop or a destructor, where nothing may throw.
+      log::error(fmt::format("answering an admin's command: {}", error.what()));
+    }
   }
 }
 

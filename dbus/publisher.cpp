@@ -1,6 +1,7 @@
 #include "publisher.hpp"
 
 #include "bus_names.hpp"
+#include "log.hpp"
 #include "method_checks.hpp"
 #include "snapshot_diff.hpp"
 
@@ -8,6 +9,7 @@
 #include <exception>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -273,17 +275,21 @@ private:
                 return;
               }
             }
-            // In companion mode the answer is multipathd's, later.
-            commands_.answerWhenDone(run, [alive, reply, method](Expected<void> done) {
+            // In companion mode the answer is multipathd's, later. The
+            // reply stays this object's until then: one still owed at exit
+            // dies with the publisher, while its bus still exists.
+            owed_.insert(reply);
+            std::weak_ptr<sdbus::Result<>> owed = reply;
+            commands_.answerWhenDone(run, [this, alive, owed, method](Expected<void> done) {
               if (alive.expired()) {
                 return; // exiting: the publisher and its bus are gone
               }
-              if (!done) {
-                auto error = commandFailed(method, done.error());
-                reply->returnError(sdbus::Error(error.name, error.message));
+              auto pending = owed.lock();
+              if (!pending) {
                 return;
               }
-              reply->returnResults();
+              owed_.erase(pending);
+              answer(*pending, method, done);
             });
           } catch (const std::exception &error) {
             // A throwing command must not unwind through sd-bus's C frames.
@@ -293,9 +299,26 @@ private:
         });
   }
 
+  // Runs from the loop (a multipathd reply, a timer), where nothing catches:
+  // a reply that cannot be sent (the bus went away) is logged, not thrown.
+  static void answer(sdbus::Result<> &reply, const std::string &method,
+                     const Expected<void> &done) noexcept {
+    try {
+      if (!done) {
+        auto error = commandFailed(method, done.error());
+        reply.returnError(sdbus::Error(error.name, error.message));
+        return;
+      }
+      reply.returnResults();
+    } catch (const std::exception &error) {
+      daemon::log::error(fmt::format("D-Bus: cannot answer {}: {}", method, error.what()));
+    }
+  }
+
   const StateSnapshot &current_;
   daemon::Commands &commands_;
   Authorizer &authorizer_;
+  std::set<std::shared_ptr<sdbus::Result<>>> owed_; ///< answers still to come (answerWhenDone)
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

@@ -2381,6 +2381,60 @@ TEST_F(DaemonLoopTest, CompanionAnswersAdminCommandsWithMultipathdsAnswer) {
   EXPECT_TRUE(disabled->has_value()) << disabled->error();
 }
 
+// What health decides during an admin's command (a rescan that finds a
+// session failed) is forwarded too, but its answer is not the command's.
+TEST_F(DaemonLoopTest, ARescansAnswerDoesNotWaitForHealthsForwards) {
+  fakes::FakeMultipathd multipathd([](int fd, fakes::FakeMultipathd &self) {
+    while (auto command = self.readCommand(fd)) {
+      fakes::FakeMultipathd::reply(fd, *command == "fail path sda" ? "fail\n" : "ok\n");
+    }
+  });
+  ASSERT_TRUE(startCompanion(multipathd));
+  setSession("session1", "FAILED");
+  std::optional<Expected<void>> rescanned;
+  daemon_->answerWhenDone([&] { return daemon_->rescan(); },
+                          [&](Expected<void> outcome) { rescanned = std::move(outcome); });
+  ASSERT_TRUE(rescanned.has_value()) << "the rescan waited for health's forward";
+  EXPECT_TRUE(rescanned->has_value()) << rescanned->error();
+  ASSERT_TRUE(runUntil([&] {
+    const auto commands = multipathd.commands();
+    return std::ranges::count(commands, std::string("fail path sda")) > 0;
+  })) << "health forwarded nothing: the test proves nothing";
+}
+
+// A disable-queueing handed over at a switch to companion mode that
+// multipathd refuses (still starting, or without the map yet) is sent again
+// with a backoff, until the admin's own restore-queueing replaces it.
+TEST_F(DaemonLoopTest, AHandedOverDisableQueueingIsRetriedUntilTheAdminRestores) {
+  companionSocket_ = fakes::uniqueSocketName();
+  modeOption_ = std::optional<selector::Mode>(selector::Mode::Auto);
+  multipathdWatch_ = 20ms;
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  const std::string lower = mapHolding("sdc");
+  ASSERT_TRUE(daemon_->disableQueueing(lower).has_value());
+  const std::string handover = "disablequeueing map " + lower;
+  fakes::FakeMultipathd multipathd(companionSocket_, [&](int fd, fakes::FakeMultipathd &self) {
+    while (auto command = self.readCommand(fd)) {
+      fakes::FakeMultipathd::reply(fd, *command == handover ? "fail\n" : "ok\n");
+    }
+  });
+  const auto handovers = [&] {
+    const auto commands = multipathd.commands();
+    return std::ranges::count(commands, handover);
+  };
+  ASSERT_TRUE(runUntil([&] { return handovers() >= 2; })) << "a refused handover was not retried";
+  ASSERT_TRUE(daemon_->restoreQueueing(lower).has_value());
+  ASSERT_TRUE(runUntil([&] {
+    const auto commands = multipathd.commands();
+    return std::ranges::count(commands, "restorequeueing map " + lower) == 1;
+  }));
+  const auto before = handovers();
+  const unsigned checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 20; })); // 5 s: past the next try
+  EXPECT_EQ(handovers(), before) << "the old disable-queueing came after the admin's restore";
+}
+
 TEST_F(DaemonLoopTest, BrokenConfigOnReloadKeepsTheOldOne) {
   startDaemon();
   ASSERT_TRUE(runUntil([&] { return ready(); }));
