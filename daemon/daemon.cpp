@@ -2607,6 +2607,17 @@ void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {
   }
   const auto gone = [&](std::string_view alias) { return !liveNames.contains(alias); };
   noPathRetry_.forgetIf(gone);
+  // A disable-queueing on its way to multipathd ends with its map too.
+  std::erase_if(queueingHandover_, [&](const auto &entry) {
+    const bool ended = std::ranges::none_of(
+        live, [&](const LiveMap &map) { return map.info.uuid == entry.first; });
+    if (ended) {
+      log::notice(fmt::format("the admin's disable-queueing of the map with DM UUID {} ends: the "
+                              "map is gone",
+                              entry.first));
+    }
+    return ended;
+  });
   // So do the admin's SetSelector, a deferred failback's wait, the adaptive
   // governor's record and the "created"/"adopted" notice: a map made again
   // under the name is new. Every name not live, not only the maps known to
@@ -2664,7 +2675,8 @@ void Daemon::watchMultipathd(bool processes) {
   }
   MultipathdSighting seen;
   seen.listening = multipathdListening(options_.multipathdSocket, options_.procRoot.string());
-  if (!seen.listening && (processes || mode_ == selector::Mode::Companion)) {
+  if (!seen.listening && (processes || mode_ == selector::Mode::Companion ||
+                          (pendingMode_ && pendingMode_->to == selector::Mode::Companion))) {
     // Rare: only while multipathd seems gone. A multipathd that is starting
     // or stopping runs without its socket for a moment.
     seen = lookForMultipathd(options_.multipathdSocket, options_.procRoot.string());
@@ -2751,7 +2763,6 @@ void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMult
     connectMultipathd(startMultipathd);
     // Nothing is planned or stale in companion mode; the next pass follows
     // multipathd's maps.
-    staleMaps_.clear();
     for (auto &[alias, map] : maps_) {
       map.desired.reset();
     }
@@ -2769,6 +2780,7 @@ void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMult
       }
     }
     queueingDisabled_.clear();
+    staleMaps_.clear(); // after the UUIDs above: a stale map's hold is handed over too
     saveAdminHolds();
     syncOwnedWwids(); // removed: pathkeeper's udev rule leaves the paths to multipathd
   } else {
@@ -2813,23 +2825,31 @@ void Daemon::forgetPerMapState() {
   adaptive_.forgetMapsIf(every);
 }
 
+void Daemon::backOff(Handover &handover, Clock::time_point now) {
+  handover.delay = handover.delay == Clock::duration{}
+                       ? Clock::duration{std::chrono::seconds(1)}
+                       : std::min<Clock::duration>(handover.delay * 2, std::chrono::seconds(30));
+  handover.nextTry = now + handover.delay;
+}
+
 void Daemon::handOverQueueing(Clock::time_point now) {
   for (auto it = queueingHandover_.begin(); it != queueingHandover_.end();) {
     Handover &handover = it->second;
     const std::string uuid = it->first;
     auto map =
         std::ranges::find_if(maps_, [&](const auto &entry) { return entry.second.uuid == uuid; });
-    if (map == maps_.end()) {
-      // Companion mode knows every multipath map: this one is gone.
-      log::notice(fmt::format("the admin's disable-queueing of the map with DM UUID {} ends: the "
-                              "map is gone",
-                              uuid));
-      it = queueingHandover_.erase(it);
-      continue;
-    }
     ++it;
+    if (map == maps_.end() || handover.inFlight || now < handover.nextTry) {
+      continue; // its table unreadable this pass (a map gone ends in endWithGoneMaps), or not due
+    }
     auto command = queueingCommand(map->first, false);
-    if (handover.inFlight || now < handover.nextTry || !command) {
+    if (!command) {
+      // A name multipathd's protocol cannot carry: maybe not for long (a
+      // rename). Asked again later, not at every tick.
+      backOff(handover, now);
+      log::debug(fmt::format("map {}: cannot ask multipathd to disable queueing under this name",
+                             map->first),
+                 {{"MAP", map->first}});
       continue;
     }
     handover.inFlight = true;
@@ -2849,12 +2869,8 @@ void Daemon::handOverQueueing(Clock::time_point now) {
           }
           // Not yet (multipathd still starting, or without the map): again
           // after 1 s, 2 s, ... at most every 30 s.
-          Handover &again = entry->second;
-          again.inFlight = false;
-          again.delay = again.delay == Clock::duration{}
-                            ? Clock::duration{std::chrono::seconds(1)}
-                            : std::min<Clock::duration>(again.delay * 2, std::chrono::seconds(30));
-          again.nextTry = Clock::now() + again.delay;
+          entry->second.inFlight = false;
+          backOff(entry->second, Clock::now());
           rearmHealthTimer();
         });
   }

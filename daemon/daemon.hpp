@@ -471,6 +471,7 @@ private:
     Clock::duration delay{};     ///< the last wait (doubles, at most 30 s)
   };
   std::map<std::string, Handover> queueingHandover_;
+  static void backOff(Handover &handover, Clock::time_point now);
   /// Auto mode, companion: since when multipathd has not been seen.
   std::optional<Clock::time_point> multipathdGoneSince_;
   /// Explicit owner mode: multipathd was seen at the last look (warned).

@@ -261,7 +261,9 @@ NetworkSnapshot NetworkChecker::snapshot(std::span<const Binding> bindings) cons
     snapshot.routes.push_back(lookupRoute(query, snapshot));
   }
   for (const auto &query : routeQueries(snapshot, bindings)) {
-    snapshot.routes.push_back(lookupRoute(query, snapshot));
+    if (snapshot.route(query.destination, query.source, query.oif) == nullptr) {
+      snapshot.routes.push_back(lookupRoute(query, snapshot)); // not asked as a source query
+    }
   }
   return snapshot;
 }

@@ -293,6 +293,7 @@ private:
             });
           } catch (const std::exception &error) {
             // A throwing command must not unwind through sd-bus's C frames.
+            owed_.erase(reply); // answered here, not by answerWhenDone
             auto failed = commandFailed(method, error.what());
             reply->returnError(sdbus::Error(failed.name, failed.message));
           }

@@ -1270,6 +1270,27 @@ TEST_F(DaemonQueueingTest, AConfigurationReloadAppliesToAStaleMap) {
   ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "fail"; }));
 }
 
+// The admin's disable-queueing of a stale map (its LUN deleted, I/O on it
+// hanging) goes to a multipathd that starts later, as a planned map's does.
+TEST_F(DaemonQueueingTest, AStaleMapsDisableQueueingIsHandedToMultipathd) {
+  companionSocket_ = fakes::uniqueSocketName();
+  modeOption_ = std::optional<selector::Mode>(selector::Mode::Auto);
+  multipathdWatch_ = 20ms;
+  startCounting("\"queue\"");
+  removeUpperDevices(false);
+  ASSERT_TRUE(daemon_->disableQueueing(kUpper).has_value());
+  fakes::FakeMultipathd multipathd(companionSocket_, [](int fd, fakes::FakeMultipathd &self) {
+    while (self.readCommand(fd)) {
+      fakes::FakeMultipathd::reply(fd, "ok\n");
+    }
+  });
+  const std::string handover = std::string("disablequeueing map ") + kUpper;
+  ASSERT_TRUE(runUntil([&] {
+    const auto commands = multipathd.commands();
+    return std::ranges::count(commands, handover) == 1;
+  })) << "the stale map's hold was dropped at the switch";
+}
+
 TEST_F(DaemonQueueingTest, AStaleMapUnderNoPathRetryFailStopsQueueingAfterARestart) {
   // The LU goes while its map queues (no_path_retry = queue), and the
   // daemon restarts with no_path_retry = fail: no count runs for fail,
