@@ -34,6 +34,7 @@ dma_run() {
     lab_check "dm_adapter_check $paths passed every check" test "$rc" -eq 0
     lab_check "no multipath map left suspended" dma_none_suspended
     lab_check "no pk-dmadapter map left behind" dma_map_gone pk-dmadapter
+    lab_check "the kernel reported no slab corruption (clears, renames, removals)" lab_no_slab_reports
 }
 
 dma_map_gone() { ! dmsetup info "$1" >/dev/null 2>&1; }

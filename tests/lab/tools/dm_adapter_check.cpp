@@ -512,8 +512,13 @@ int run(const std::string &sdA, const std::string &sdB) {
   //     loads the map's table again before renaming a map it cleared. The
   //     lab boots with slub_debug=F,kmalloc-1k (the cache of those
   //     records), so a double free is reported ("Object already free") and
-  //     not done. Last, dmsetup does the same steps without the reload, to
-  //     show that this kernel has the bug and that the report is seen.
+  //     not done, as long as nothing took the freed memory meanwhile;
+  //     otherwise the second free corrupts the slab and the guest oopses
+  //     (the lab boots with oops=panic, so that ends the run at once).
+  //     Either way these checks fail on this kernel without the reload.
+  //     They do not show the bug without it: such a demonstration frees
+  //     memory twice on purpose, and when it is not caught it crashes the
+  //     guest later, in whatever runs next.
   {
     const auto slabReports = [] {
       FILE *pipe = ::popen("dmesg | grep -c 'Object already free'", "r");
@@ -574,22 +579,6 @@ int run(const std::string &sdA, const std::string &sdB) {
     dm.remove(pruned + "-new", false);
     check(slabReports() == reportsBefore, "no slab double free there either");
 
-    // dmsetup, without the reload. A freed object in use elsewhere at the
-    // second free is not reported: up to three tries.
-    int reports = reportsBefore;
-    for (int attempt = 1; attempt <= 3 && reports == reportsBefore; ++attempt) {
-      const std::string bare = "pk-ima-dmsetup";
-      const std::string steps = "dmsetup create " + bare + " --table '0 8 zero' && dmsetup load " +
-                                bare + " --table '0 8 zero' && dmsetup clear " + bare +
-                                " && dmsetup rename " + bare + " " + bare +
-                                "-new && dmsetup remove " + bare + "-new";
-      check(std::system(steps.c_str()) == 0,
-            "dmsetup: create, load, clear, rename, remove (try " + std::to_string(attempt) + ")");
-      reports = slabReports();
-    }
-    check(reports > reportsBefore,
-          "without the reload, this kernel frees dm-ima's record twice, and the lab sees it (" +
-              std::to_string(reports - reportsBefore) + " report)");
   }
 
   // 11. remove
