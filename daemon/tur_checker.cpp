@@ -439,7 +439,7 @@ std::chrono::microseconds since(TurChecker::Clock::time_point start,
 
 struct TurChecker::State {
   explicit State(Options options)
-      : runner(std::move(options.runner)), grace(options.grace),
+      : runner(std::move(options.runner)), grace(options.grace), stopWait(options.stopWait),
         targetWorkers(std::max(1U, options.workers)),
         eventFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
     if (eventFd.get() < 0) {
@@ -452,12 +452,14 @@ struct TurChecker::State {
 
   const TurRunner runner;
   const milliseconds grace;
+  const milliseconds stopWait;
   const unsigned targetWorkers;
   const UniqueFd eventFd;
 
   mutable std::mutex mutex;
   std::condition_variable workReady;  // workers wait here
   std::condition_variable watchReady; // the watchdog waits here
+  std::condition_variable checkEnded; // destruction waits here for running checks
   bool stopping = false;
   std::deque<std::shared_ptr<Check>> queue;
   std::map<std::string, std::shared_ptr<Check>, std::less<>> active; // queued, running or hung
@@ -543,6 +545,9 @@ struct TurChecker::State {
       lock.lock();
 
       self.current.reset();
+      if (stopping) {
+        checkEnded.notify_all();
+      }
       const auto it = active.find(check->device);
       if (it != active.end() && it->second == check) {
         active.erase(it);
@@ -633,18 +638,26 @@ TurChecker::~TurChecker() {
   state_->workReady.notify_all();
   state_->watchReady.notify_all();
   state_->watchdog.join();
-  // No thread starts workers any more; the list is stable.
+  // No thread starts workers any more; the list is stable. A worker with no
+  // check leaves at once; one in an ioctl is left to the kernel, after a
+  // short wait for the checks that end normally.
+  std::unique_lock lock(state_->mutex);
+  state_->checkEnded.wait_for(lock, state_->stopWait, [&] {
+    return std::none_of(state_->workers.begin(), state_->workers.end(), [](const Worker &worker) {
+      return worker.current && !worker.current->hung;
+    });
+  });
+  std::vector<std::thread *> leaving;
   for (auto &worker : state_->workers) {
-    bool hung = false;
-    {
-      std::lock_guard lock(state_->mutex);
-      hung = worker.current && worker.current->hung;
-    }
-    if (hung) {
+    if (worker.current) {
       worker.thread.detach(); // holds state_ until the kernel lets go
     } else {
-      worker.thread.join();
+      leaving.push_back(&worker.thread);
     }
+  }
+  lock.unlock();
+  for (auto *thread : leaving) {
+    thread->join();
   }
 }
 

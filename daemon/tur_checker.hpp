@@ -148,9 +148,12 @@ struct TurCheckResult {
 /// workers are thus bounded by the groups, not by the paths. When the ioctl
 /// finally returns, its outcome is dropped and the extra worker exits.
 ///
-/// Destruction drops queued checks, waits for running ones that are not
-/// hung, and detaches the threads stuck in hung ioctls (they keep the shared
-/// state alive and exit when the kernel lets them go). Results not drained
+/// Destruction drops queued checks, gives the running ones up to
+/// Options::stopWait to finish, and detaches the threads still in an ioctl,
+/// hung or not (they keep the shared state alive and exit when the kernel
+/// lets them go). A check that has not reached its timeout yet can still be
+/// held for as long as a hung one: a TUR to a blocked session waits for
+/// recovery_tmo, and a stop during an outage must not. Results not drained
 /// are discarded.
 class TurChecker {
 public:
@@ -161,6 +164,8 @@ public:
     unsigned workers = 2; ///< threads running checks (at least 1)
     /// How long after a check's timeout the watchdog answers it with Timeout.
     std::chrono::milliseconds grace{1000};
+    /// How long destruction waits for running checks before it leaves them.
+    std::chrono::milliseconds stopWait{500};
     TurRunner runner = runTestUnitReady; ///< what runs SG_IO; tests pass a fake
   };
 

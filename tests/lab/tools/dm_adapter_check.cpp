@@ -578,7 +578,6 @@ int run(const std::string &sdA, const std::string &sdB) {
               ")");
     dm.remove(pruned + "-new", false);
     check(slabReports() == reportsBefore, "no slab double free there either");
-
   }
 
   // 11. remove
