@@ -1493,7 +1493,7 @@ void Daemon::forwardToMultipathd(const std::string &command, const log::Field &f
           log::error(fmt::format("multipathd: {}: {}", command, ok.error()), {field});
         }
       },
-      Clock::now());
+      Clock::now(), forwardQueueLimit());
   syncMultipathd();
 }
 
@@ -1548,7 +1548,7 @@ void Daemon::forwardPathCommand(const PendingForwards::Forward &forward) {
           rearmHealthTimer();
         }
       },
-      Clock::now());
+      Clock::now(), forwardQueueLimit());
   syncMultipathd();
 }
 

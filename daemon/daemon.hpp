@@ -78,6 +78,12 @@ struct DaemonOptions {
   /// process) before pathkeeperd takes its maps over; a restart of
   /// multipathd takes less.
   std::chrono::milliseconds multipathdGoneGrace{15000};
+  /// Companion mode: how long a forward made for an admin's command may wait
+  /// behind earlier ones. Its caller waits for multipathd's answer, up to
+  /// this plus the 4.1 s answer timeout: about 19 s, inside busctl's default
+  /// 25 s method timeout, so the caller hears the outcome rather than a
+  /// timeout while the command may still be carried out.
+  std::chrono::milliseconds adminQueueLimit{15000};
   /// How often session and device states are re-read from sysfs: the kernel
   /// sends no uevent when an iSCSI session logs in again.
   std::chrono::milliseconds sessionPoll{500};
@@ -259,6 +265,12 @@ private:
   /// change raises no dm event).
   void forwardToMultipathd(const std::string &command, const log::Field &field, bool reread = false,
                            std::function<void(bool ok)> done = {});
+  /// How long a forward may wait behind earlier ones: the admin's limit
+  /// while an admin's command waits for its answers (waiter_), else the
+  /// client's own.
+  [[nodiscard]] std::optional<std::chrono::milliseconds> forwardQueueLimit() const {
+    return waiter_ ? std::optional(options_.adminQueueLimit) : std::nullopt;
+  }
   /// Companion mode, after a pass: sends the disable-queueing holds not yet
   /// taken by multipathd (queueingHandover_) under the maps' names now.
   void handOverQueueing(Clock::time_point now);

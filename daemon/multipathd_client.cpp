@@ -235,8 +235,9 @@ MultipathdClient::~MultipathdClient() {
 }
 
 void MultipathdClient::request(std::string command, milliseconds timeout, Callback done,
-                               Clock::time_point now) {
-  queue_.push_back(Request{std::move(command), now + queueLimit_, timeout, std::move(done)});
+                               Clock::time_point now, std::optional<milliseconds> queueLimit) {
+  const auto limit = std::min(queueLimit.value_or(queueLimit_), queueLimit_);
+  queue_.push_back(Request{std::move(command), now + limit, timeout, limit, std::move(done)});
 }
 
 int MultipathdClient::fd() const {
@@ -272,10 +273,10 @@ std::size_t MultipathdClient::pending() const {
   return queue_.size();
 }
 
-std::string MultipathdClient::queuedTooLong(const Request &request) const {
+std::string MultipathdClient::queuedTooLong(const Request &request) {
   return fmt::format("\"{}\" was not sent: it waited {} ms behind earlier commands to "
                      "multipathd",
-                     request.command, queueLimit_.count());
+                     request.command, request.queueLimit.count());
 }
 
 void MultipathdClient::closeConnection() {

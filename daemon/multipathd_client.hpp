@@ -130,9 +130,12 @@ public:
   MultipathdClient &operator=(const MultipathdClient &) = delete;
 
   /// @brief Queues @p command; @p done gets the reply. A command that cannot
-  /// be framed fails at the next tick(), which is then due at once.
+  /// be framed fails at the next tick(), which is then due at once. It waits
+  /// in the queue at most @p queueLimit, or the client's queueLimit() when
+  /// that is shorter or none is given.
   void request(std::string command, std::chrono::milliseconds timeout, Callback done,
-               Clock::time_point now);
+               Clock::time_point now,
+               std::optional<std::chrono::milliseconds> queueLimit = std::nullopt);
   /// @brief The connection to watch, or -1 when there is none.
   [[nodiscard]] int fd() const;
   /// @brief Counts the connections made. A reconnect usually gets the
@@ -157,6 +160,7 @@ private:
     std::string command;
     Clock::time_point deadline; ///< in the queue: the queue limit; once sent: the reply's
     std::chrono::milliseconds timeout;
+    std::chrono::milliseconds queueLimit;
     Callback done;
   };
 
@@ -165,7 +169,7 @@ private:
   void receiveSome();
   void finish(Expected<std::string> outcome);
   void closeConnection();
-  [[nodiscard]] std::string queuedTooLong(const Request &request) const;
+  [[nodiscard]] static std::string queuedTooLong(const Request &request);
 
   std::string socketName_;
   std::chrono::milliseconds queueLimit_;

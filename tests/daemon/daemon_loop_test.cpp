@@ -344,6 +344,7 @@ protected:
     o.procRoot = root_ / "proc";
     o.multipathdWatch = multipathdWatch_;
     o.multipathdGoneGrace = multipathdGoneGrace_;
+    o.adminQueueLimit = adminQueueLimit_;
     o.sessionPoll = 100ms;
     o.recoveringPoll = 20ms;
     o.debounce = 20ms;
@@ -546,6 +547,7 @@ protected:
   /// with multipathd looked for on companionSocket_.
   std::optional<std::optional<selector::Mode>> modeOption_;
   std::chrono::milliseconds multipathdWatch_ = DaemonOptions{}.multipathdWatch;
+  std::chrono::milliseconds adminQueueLimit_ = DaemonOptions{}.adminQueueLimit;
   std::chrono::milliseconds multipathdGoneGrace_ = DaemonOptions{}.multipathdGoneGrace;
   std::chrono::milliseconds latencyHold_ = DaemonOptions{}.latencyHold;
 };
@@ -2400,6 +2402,37 @@ TEST_F(DaemonLoopTest, CompanionAnswersAdminCommandsWithMultipathdsAnswer) {
   ASSERT_FALSE(switched->has_value());
   EXPECT_THAT(switched->error(), HasSubstr("multipathd: switchgroup map mpatha group 1"));
   EXPECT_TRUE(disabled->has_value()) << disabled->error();
+}
+
+// An admin's command queued behind one multipathd does not answer fails
+// unsent after the admin's queue limit, so that its caller (busctl waits
+// 25 s) hears why; health's own forwards keep the client's longer limit.
+TEST_F(DaemonLoopTest, AnAdminCommandQueuedTooLongIsAnsweredThat) {
+  fakes::FakeMultipathd multipathd([](int fd, fakes::FakeMultipathd &self) {
+    while (auto command = self.readCommand(fd)) {
+      if (command->starts_with("switchgroup")) {
+        self.stall();
+        return;
+      }
+      fakes::FakeMultipathd::reply(fd, "ok\n");
+    }
+  });
+  adminQueueLimit_ = 300ms;
+  ASSERT_TRUE(startCompanion(multipathd));
+  std::optional<Expected<void>> switched;
+  std::optional<Expected<void>> disabled;
+  daemon_->answerWhenDone([&] { return daemon_->switchGroup("mpatha", 1); },
+                          [&](Expected<void> outcome) { switched = std::move(outcome); });
+  ASSERT_TRUE(runUntil([&] { return !multipathd.commands().empty(); }));
+  daemon_->answerWhenDone([&] { return daemon_->disableQueueing("mpathb"); },
+                          [&](Expected<void> outcome) { disabled = std::move(outcome); });
+  ASSERT_TRUE(runUntil([&] { return disabled.has_value(); }));
+  ASSERT_FALSE(disabled->has_value());
+  EXPECT_THAT(disabled->error(),
+              HasSubstr("\"disablequeueing map mpathb\" was not sent: it waited 300 ms behind "
+                        "earlier commands to multipathd"));
+  ASSERT_TRUE(runUntil([&] { return switched.has_value(); }));
+  EXPECT_THAT(switched->error(), HasSubstr("switchgroup map mpatha group 1"));
 }
 
 // What health decides during an admin's command (a rescan that finds a

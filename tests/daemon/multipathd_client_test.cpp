@@ -453,6 +453,33 @@ TEST(MultipathdClient, ARequestWaitingPastTheQueueLimitFailsUnsent) {
   EXPECT_EQ(client.pending(), 1U) << "the first still waits for its reply";
 }
 
+// A request may wait less than the client's limit (an admin's command,
+// whose caller waits for the answer); the others keep the client's.
+TEST(MultipathdClient, ARequestsOwnQueueLimitFailsItUnsentAndNoOther) {
+  FakeMultipathd server([](int fd, FakeMultipathd &self) {
+    self.readCommand(fd);
+    self.stall();
+  });
+  MultipathdClient client(server.name()); // the default 30 s
+  std::optional<Expected<std::string>> own;
+  std::optional<Expected<std::string>> plain;
+  const auto now = Clock::now();
+  client.request("show daemon", milliseconds(10000), {}, now);
+  client.request(
+      "show maps", milliseconds(200), [&](Expected<std::string> got) { plain = std::move(got); },
+      now);
+  client.request(
+      "show paths", milliseconds(200), [&](Expected<std::string> got) { own = std::move(got); },
+      now, milliseconds(100));
+  runUntil(client, [&] { return own.has_value(); });
+  ASSERT_TRUE(own);
+  ASSERT_FALSE(*own);
+  EXPECT_EQ(own->error(), "\"show paths\" was not sent: it waited 100 ms behind earlier "
+                          "commands to multipathd");
+  EXPECT_FALSE(plain) << "a request without a limit of its own got the other's";
+  EXPECT_EQ(client.pending(), 2U);
+}
+
 TEST(MultipathdClient, ReceivesAReplyLongerThanOneRead) {
   std::string big;
   for (int i = 0; big.size() < 300 * 1024; ++i) {
