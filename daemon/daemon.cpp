@@ -331,7 +331,9 @@ void Daemon::start() {
     log::info(fmt::format("ignoring {} sd device(s): {}", inventory_.ignored.size(), names));
   }
 
-  if (mode_ == selector::Mode::Owner) {
+  if (mode_ == selector::Mode::Owner && !multipathdSeen_) {
+    // Not beside a running multipathd (an explicit owner): a suspended map
+    // may be its reload under way.
     logResumed(resumeSuspendedMaps(dm_));
   }
 
@@ -434,25 +436,36 @@ void Daemon::loadAdminHolds() {
     // LUN's map has now), by its name otherwise.
     const auto uuid = holds.mapUuids.find(alias);
     std::string heldMap;
-    std::string why = "multipathd owns the maps now";
-    if (mode_ == selector::Mode::Owner) {
-      why = "the map is gone";
-      if (uuid == holds.mapUuids.end()) {
-        heldMap = maps_.contains(alias) ? alias : "";
-      } else if (auto map = std::ranges::find_if(
-                     maps_, [&](const auto &entry) { return entry.second.uuid == uuid->second; });
-                 map != maps_.end()) {
-        heldMap = map->first;
-      } else if (auto same = maps_.find(alias); same != maps_.end()) {
-        why = fmt::format("the name now belongs to another map (DM UUID {}, not {})",
-                          same->second.uuid, uuid->second);
-      }
+    std::string why = "the map is gone";
+    if (uuid == holds.mapUuids.end()) {
+      heldMap = maps_.contains(alias) ? alias : "";
+    } else if (auto map = std::ranges::find_if(
+                   maps_, [&](const auto &entry) { return entry.second.uuid == uuid->second; });
+               map != maps_.end()) {
+      heldMap = map->first;
+    } else if (auto same = maps_.find(alias); same != maps_.end()) {
+      why = fmt::format("the name now belongs to another map (DM UUID {}, not {})",
+                        same->second.uuid, uuid->second);
+    }
+    if (!heldMap.empty() && mode_ == selector::Mode::Companion && maps_.at(heldMap).uuid.empty()) {
+      why = "multipathd owns the maps now, and the map has no DM UUID to hand it over by";
+      heldMap.clear();
     }
     if (heldMap.empty()) {
       log::notice(fmt::format("map {}: the admin's disable-queueing from before this start ends: "
                               "{}",
                               alias, why),
                   {{"MAP", alias}});
+      continue;
+    }
+    if (mode_ == selector::Mode::Companion) {
+      // As at a switch to companion mode: multipathd gets it after the
+      // first pass, and the file keeps it until then.
+      queueingHandover_.insert_or_assign(maps_.at(heldMap).uuid, Handover{heldMap});
+      log::notice(fmt::format("map {}: the admin's disable-queueing from before this start is "
+                              "handed to multipathd",
+                              heldMap),
+                  {{"MAP", heldMap}});
       continue;
     }
     queueingDisabled_.insert(heldMap);
@@ -484,6 +497,12 @@ void Daemon::saveAdminHolds() {
         holds.mapUuids[alias] = map->second.uuid;
       }
     }
+  }
+  // Not yet multipathd's: a restart must not lose them. (The two never
+  // hold at once: queueingDisabled_ is owner mode's, these companion's.)
+  for (const auto &[uuid, handover] : queueingHandover_) {
+    holds.queueingDisabled.insert(handover.alias);
+    holds.mapUuids[handover.alias] = uuid;
   }
   std::string text = renderAdminHolds(holds);
   if (text == savedHolds_) {
@@ -1282,7 +1301,9 @@ Expected<bool> Daemon::forwardQueueing(const std::string &map, bool queue) {
     }
     // The admin's newest word on the map: a handover still under way of an
     // older disable-queueing must not come after it.
-    queueingHandover_.erase(uuidOfMap(map));
+    if (queueingHandover_.erase(uuidOfMap(map)) > 0) {
+      saveAdminHolds();
+    }
     forwardToMultipathd(*command, {"MAP", map}, true);
     return true;
   }
@@ -2608,16 +2629,18 @@ void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {
   const auto gone = [&](std::string_view alias) { return !liveNames.contains(alias); };
   noPathRetry_.forgetIf(gone);
   // A disable-queueing on its way to multipathd ends with its map too.
-  std::erase_if(queueingHandover_, [&](const auto &entry) {
-    const bool ended = std::ranges::none_of(
-        live, [&](const LiveMap &map) { return map.info.uuid == entry.first; });
-    if (ended) {
-      log::notice(fmt::format("the admin's disable-queueing of the map with DM UUID {} ends: the "
-                              "map is gone",
-                              entry.first));
-    }
-    return ended;
-  });
+  const bool handoverEnded =
+      std::erase_if(queueingHandover_, [&](const auto &entry) {
+        const bool ended = std::ranges::none_of(
+            live, [&](const LiveMap &map) { return map.info.uuid == entry.first; });
+        if (ended) {
+          log::notice(
+              fmt::format("the admin's disable-queueing of the map with DM UUID {} ends: the "
+                          "map is gone",
+                          entry.first));
+        }
+        return ended;
+      }) > 0;
   // So do the admin's SetSelector, a deferred failback's wait, the adaptive
   // governor's record and the "created"/"adopted" notice: a map made again
   // under the name is new. Every name not live, not only the maps known to
@@ -2642,7 +2665,7 @@ void Daemon::endWithGoneMaps(const std::vector<LiveMap> &live) {
     it = queueingDisabled_.erase(it);
     holdEnded = true;
   }
-  if (holdEnded) {
+  if (holdEnded || handoverEnded) {
     saveAdminHolds();
   }
 }
@@ -2776,7 +2799,12 @@ void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMult
     }
     for (const auto &map : queueingDisabled_) {
       if (const std::string uuid = uuidOfMap(map); !uuid.empty()) {
-        queueingHandover_.emplace(uuid, Handover{});
+        queueingHandover_.emplace(uuid, Handover{map});
+      } else {
+        log::warning(fmt::format("map {}: the admin's disable-queueing cannot be handed to "
+                                 "multipathd: the map has no DM UUID; it ends here",
+                                 map),
+                     {{"MAP", map}});
       }
     }
     queueingDisabled_.clear();
@@ -2792,10 +2820,16 @@ void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMult
     forwards_.clear();
     // A disable-queueing multipathd never took stays the admin's hold.
     for (const auto &[uuid, handover] : queueingHandover_) {
-      for (const auto &[alias, map] : maps_) {
-        if (map.uuid == uuid) {
-          queueingDisabled_.insert(alias);
-        }
+      const auto map =
+          std::ranges::find_if(maps_, [&](const auto &entry) { return entry.second.uuid == uuid; });
+      if (map != maps_.end()) {
+        queueingDisabled_.insert(map->first);
+      } else {
+        log::warning(fmt::format("map {}: the admin's disable-queueing, not yet taken by "
+                                 "multipathd, ends: the map (DM UUID {}) was not read in the "
+                                 "last pass",
+                                 handover.alias, uuid),
+                     {{"MAP", handover.alias}});
       }
     }
     queueingHandover_.clear();
@@ -2827,8 +2861,8 @@ void Daemon::forgetPerMapState() {
 
 void Daemon::backOff(Handover &handover, Clock::time_point now) {
   handover.delay = handover.delay == Clock::duration{}
-                       ? Clock::duration{std::chrono::seconds(1)}
-                       : std::min<Clock::duration>(handover.delay * 2, std::chrono::seconds(30));
+                       ? PendingForwards::kFirstRetry
+                       : std::min(handover.delay * 2, PendingForwards::kLongestRetry);
   handover.nextTry = now + handover.delay;
 }
 
@@ -2839,8 +2873,16 @@ void Daemon::handOverQueueing(Clock::time_point now) {
     auto map =
         std::ranges::find_if(maps_, [&](const auto &entry) { return entry.second.uuid == uuid; });
     ++it;
-    if (map == maps_.end() || handover.inFlight || now < handover.nextTry) {
-      continue; // its table unreadable this pass (a map gone ends in endWithGoneMaps), or not due
+    if (map == maps_.end()) {
+      // Its table unreadable this pass (a map gone ends in
+      // endWithGoneMaps): after the next pass, not on a timer that would
+      // find it missing again.
+      handover.delay = {};
+      continue;
+    }
+    handover.alias = map->first;
+    if (handover.inFlight || now < handover.nextTry) {
+      continue;
     }
     auto command = queueingCommand(map->first, false);
     if (!command) {
@@ -2865,6 +2907,7 @@ void Daemon::handOverQueueing(Clock::time_point now) {
                                     alias),
                         {{"MAP", alias}});
             queueingHandover_.erase(entry);
+            saveAdminHolds();
             return;
           }
           // Not yet (multipathd still starting, or without the map): again
@@ -2874,6 +2917,8 @@ void Daemon::handOverQueueing(Clock::time_point now) {
           rearmHealthTimer();
         });
   }
+  saveAdminHolds(); // a map multipathd renamed: the file names it as it is now
+  rearmHealthTimer();
 }
 
 void Daemon::syncMultipathd() {

@@ -473,20 +473,23 @@ private:
   /// While an admin command runs in companion mode (answerWhenDone): what
   /// its forwards report their answers to.
   std::shared_ptr<ForwardWaiter> waiter_;
-  /// Owner → companion: the admin's disable-queueing holds multipathd has
-  /// not taken yet, by DM UUID (true: a send is on its way). multipathd may
-  /// rename the maps, or not know them yet, when the mode changes. Sent
-  /// after each companion pass and, after a refusal, again with a backoff.
+  /// Companion mode: the admin's disable-queueing holds multipathd has not
+  /// taken yet (from owner mode, or from the holds file at a start), by DM
+  /// UUID. multipathd may rename the maps, or not know them yet. Sent after
+  /// each companion pass and, after a refusal, again with PendingForwards'
+  /// backoff. Kept in the holds file until multipathd takes them.
   struct Handover {
-    bool inFlight = false;
+    std::string alias;           ///< the map's name when last seen (for the holds file)
+    bool inFlight = false;       ///< a send is on its way
     Clock::time_point nextTry{}; ///< after a refusal: when to send it again
-    Clock::duration delay{};     ///< the last wait (doubles, at most 30 s)
+    Clock::duration delay{};     ///< the last wait; zero: sent after the next pass
   };
   std::map<std::string, Handover> queueingHandover_;
   static void backOff(Handover &handover, Clock::time_point now);
   /// Auto mode, companion: since when multipathd has not been seen.
   std::optional<Clock::time_point> multipathdGoneSince_;
-  /// Explicit owner mode: multipathd was seen at the last look (warned).
+  /// multipathd was seen at the last look: explicit owner mode warns when it
+  /// appears, and leaves suspended maps alone (its reload may be under way).
   bool multipathdSeen_ = false;
   EventSource modeTimer_; ///< watchMultipathd() every multipathdWatch
 

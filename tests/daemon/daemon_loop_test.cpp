@@ -763,6 +763,30 @@ TEST_F(DaemonLoopTest, MapLeftSuspendedIsResumedAtStartup) {
   ASSERT_TRUE(runUntil([&] { return ready(); }));
 }
 
+// An explicit owner beside a running multipathd: a suspended map may be
+// multipathd's reload under way, and resuming it would drop the half-loaded
+// table. It used to be resumed all the same.
+TEST_F(DaemonLoopTest, AnOwnerBesideMultipathdLeavesASuspendedMapAlone) {
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  daemon_.reset();
+  dm_.with([](FakeDeviceMapper &fake) { fake.maps.at(kUpper).suspended = true; });
+  fakes::FakeMultipathd multipathd([](int fd, fakes::FakeMultipathd &self) {
+    while (self.readCommand(fd)) {
+      fakes::FakeMultipathd::reply(fd, "ok\n");
+    }
+  });
+  companionSocket_ = multipathd.name();
+  modeOption_ = std::optional<selector::Mode>(selector::Mode::Owner);
+
+  startDaemon();
+  dm_.with([](FakeDeviceMapper &fake) {
+    EXPECT_TRUE(fake.maps.at(kUpper).suspended);
+    EXPECT_EQ(std::find(fake.calls.begin(), fake.calls.end(), std::string("resume ") + kUpper),
+              fake.calls.end());
+  });
+}
+
 TEST_F(DaemonLoopTest, SessionRecoveryFailsThePathAndItsLoginReinstatesIt) {
   startDaemon();
   ASSERT_TRUE(runUntil([&] { return ready(); }));
@@ -2487,6 +2511,47 @@ TEST_F(DaemonLoopTest, AHandedOverDisableQueueingIsRetriedUntilTheAdminRestores)
   const unsigned checks = tur_.checks();
   ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 20; })); // 5 s: past the next try
   EXPECT_EQ(handovers(), before) << "the old disable-queueing came after the admin's restore";
+}
+
+// A disable-queueing multipathd has not taken yet is the admin's still: the
+// holds file keeps it, and a restart in companion mode goes on handing it
+// over. It used to be dropped at the start ("multipathd owns the maps now").
+TEST_F(DaemonLoopTest, AHandoverNotYetTakenSurvivesARestart) {
+  companionSocket_ = fakes::uniqueSocketName();
+  modeOption_ = std::optional<selector::Mode>(selector::Mode::Auto);
+  multipathdWatch_ = 20ms;
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  const std::string lower = mapHolding("sdc");
+  ASSERT_TRUE(daemon_->disableQueueing(lower).has_value());
+  const std::string handover = "disablequeueing map " + lower;
+  std::atomic<bool> take{false};
+  fakes::FakeMultipathd multipathd(companionSocket_, [&](int fd, fakes::FakeMultipathd &self) {
+    while (auto command = self.readCommand(fd)) {
+      fakes::FakeMultipathd::reply(fd, *command == handover && !take ? "fail\n" : "ok\n");
+    }
+  });
+  const auto handovers = [&] {
+    const auto commands = multipathd.commands();
+    return std::ranges::count(commands, handover);
+  };
+  const auto heldInFile = [&] {
+    std::vector<std::string> problems;
+    return parseAdminHolds(readFile(root_ / "run/admin-holds"), problems).queueingDisabled;
+  };
+  ASSERT_TRUE(runUntil([&] { return handovers() >= 1; }));
+  EXPECT_THAT(heldInFile(), ::testing::ElementsAre(lower))
+      << "the handover under way is not in the file";
+
+  startDaemon(); // a restart: companion from the start
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  ASSERT_EQ(daemon_->mode(), selector::Mode::Companion);
+  const auto before = handovers();
+  take = true;
+  ASSERT_TRUE(runUntil([&] { return handovers() > before; }))
+      << "the restarted daemon did not hand the disable-queueing over";
+  ASSERT_TRUE(runUntil([&] { return heldInFile().empty(); }))
+      << "the file still lists the hold multipathd took";
 }
 
 TEST_F(DaemonLoopTest, BrokenConfigOnReloadKeepsTheOldOne) {
