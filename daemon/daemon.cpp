@@ -165,18 +165,6 @@ CheckStatus checkStatusOf(TurStatus status) {
   return CheckStatus::Failed;
 }
 
-/// Runs its function when the scope ends.
-template <typename F> class Finally {
-public:
-  explicit Finally(F run) : run_(std::move(run)) {}
-  ~Finally() { run_(); }
-  Finally(const Finally &) = delete;
-  Finally &operator=(const Finally &) = delete;
-
-private:
-  F run_;
-};
-
 // What auto mode makes of what it sees of multipathd.
 struct AutoChoice {
   selector::Mode mode = selector::Mode::Owner;
@@ -1133,7 +1121,7 @@ Expected<void> Daemon::failPath(const std::string &device) {
   log::write(log::Level::Notice,
              fmt::format("path {}: failed by the admin; held until reinstated", device),
              {{"PATH", device}, {"MAP", mapOfDevice(device)}}, log::id::kPathFailed);
-  sendPathMessage(device, true, "failed by the admin");
+  sendPathMessage(device, true, "failed by the admin", waiter_);
   requestPublish();
   return {};
 }
@@ -1170,7 +1158,7 @@ Expected<void> Daemon::reinstatePath(const std::string &device) {
   }
   log::write(log::Level::Notice, fmt::format("path {}: reinstated by the admin", device),
              {{"PATH", device}}, log::id::kPathReinstated);
-  sendPathMessage(device, false, "reinstated by the admin");
+  sendPathMessage(device, false, "reinstated by the admin", waiter_);
   requestPublish();
   return {};
 }
@@ -1189,7 +1177,7 @@ Expected<void> Daemon::switchGroup(const std::string &map, unsigned group) {
     if (!command) {
       return pathkeeper::fail("cannot build a multipathd switchgroup command for '" + map + "'");
     }
-    forwardToMultipathd(*command, {"MAP", map});
+    forwardToMultipathd(*command, {"MAP", map}, false, {}, waiter_);
     return {};
   }
   if (auto refused = refuseSwitch(map, it->second, group)) {
@@ -1304,7 +1292,7 @@ Expected<bool> Daemon::forwardQueueing(const std::string &map, bool queue) {
     if (queueingHandover_.erase(uuidOfMap(map)) > 0) {
       saveAdminHolds();
     }
-    forwardToMultipathd(*command, {"MAP", map}, true);
+    forwardToMultipathd(*command, {"MAP", map}, true, {}, waiter_);
     return true;
   }
   if (!it->second.desired) {
@@ -1422,10 +1410,6 @@ Expected<void> Daemon::rescan() {
 // --- actions -------------------------------------------------------------------
 
 void Daemon::apply(const HealthTracker::Decisions &decisions) {
-  // Health's own verdicts, not the admin command under way (a rescan's):
-  // their forwards' answers are not its answer.
-  const auto outerWaiter = std::exchange(waiter_, nullptr);
-  const Finally restore([&] { waiter_ = outerWaiter; });
   for (const auto &decision : decisions) {
     const InventoryPath *path = pathByDevice(decision.device);
     const std::string map = mapOfDevice(decision.device);
@@ -1489,14 +1473,14 @@ void Daemon::apply(const HealthTracker::Decisions &decisions) {
 }
 
 void Daemon::forwardToMultipathd(const std::string &command, const log::Field &field, bool reread,
-                                 std::function<void(bool ok)> done) {
-  if (waiter_) {
-    waiter_->sent();
+                                 std::function<void(bool ok)> done,
+                                 const std::shared_ptr<ForwardWaiter> &waiter) {
+  if (waiter) {
+    waiter->sent();
   }
   multipathd_->request(
       command, kMultipathdTimeout,
-      [this, command, field, reread, done = std::move(done),
-       waiter = waiter_](Expected<std::string> reply) {
+      [this, command, field, reread, done = std::move(done), waiter](Expected<std::string> reply) {
         Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
                                   : Expected<void>(pathkeeper::fail(reply.error()));
         if (done) {
@@ -1514,23 +1498,24 @@ void Daemon::forwardToMultipathd(const std::string &command, const log::Field &f
           log::error(fmt::format("multipathd: {}: {}", command, ok.error()), {field});
         }
       },
-      Clock::now(), forwardQueueLimit());
+      Clock::now(), queueLimitFor(waiter));
   syncMultipathd();
 }
 
-void Daemon::forwardPathCommand(const PendingForwards::Forward &forward) {
+void Daemon::forwardPathCommand(const PendingForwards::Forward &forward,
+                                const std::shared_ptr<ForwardWaiter> &waiter) {
   const std::string command =
       (forward.fail ? failPathCommand(forward.device) : reinstatePathCommand(forward.device))
           .value_or("");
   // multipathd's dm message raises the same uevent as ours would: its echo
   // says nothing of the path's health (dm_echo.hpp).
   echoes_.expect(forward.device, forward.fail, Clock::now());
-  if (waiter_) {
-    waiter_->sent();
+  if (waiter) {
+    waiter->sent();
   }
   multipathd_->request(
       command, kMultipathdTimeout,
-      [this, forward, command, waiter = waiter_](Expected<std::string> reply) {
+      [this, forward, command, waiter](Expected<std::string> reply) {
         const Expected<void> ok = reply ? checkMultipathdActionReply(*reply)
                                         : Expected<void>(pathkeeper::fail(reply.error()));
         const log::Field field{"PATH", forward.device};
@@ -1569,7 +1554,7 @@ void Daemon::forwardPathCommand(const PendingForwards::Forward &forward) {
           rearmHealthTimer();
         }
       },
-      Clock::now(), forwardQueueLimit());
+      Clock::now(), queueLimitFor(waiter));
   syncMultipathd();
 }
 
@@ -1617,14 +1602,16 @@ void Daemon::resendForwards(Clock::time_point now) {
   }
 }
 
-void Daemon::sendPathMessage(const std::string &device, bool fail, const std::string &reason) {
+void Daemon::sendPathMessage(const std::string &device, bool fail, const std::string &reason,
+                             const std::shared_ptr<ForwardWaiter> &waiter) {
   if (mode_ == selector::Mode::Companion) {
     if (!failPathCommand(device)) {
       log::error(fmt::format("cannot ask multipathd about '{}': not a valid device name", device));
       return;
     }
     const InventoryPath *path = pathByDevice(device);
-    forwardPathCommand(forwards_.sent(device, fail, path != nullptr ? identityOf(*path) : ""));
+    forwardPathCommand(forwards_.sent(device, fail, path != nullptr ? identityOf(*path) : ""),
+                       waiter);
     return;
   }
   const std::string map = mapOfDevice(device);
@@ -2706,6 +2693,9 @@ void Daemon::watchMultipathd(bool processes) {
   }
   const bool present = seen.process || seen.listening;
   const bool appeared = present && !std::exchange(multipathdSeen_, present);
+  if (pendingMode_ && (pendingMode_->to == selector::Mode::Companion) == present) {
+    return; // that switch waits for the pass under way already
+  }
   if (configured == selector::Mode::Owner) {
     if (appeared) {
       log::warning(ownerBesideMultipathd(seen, options_.multipathdSocket));
@@ -2759,9 +2749,8 @@ void Daemon::watchMultipathd(bool processes) {
 void Daemon::switchMode(selector::Mode to, const std::string &why, bool startMultipathd) {
   if (reconcileRunning_) {
     // A pass plans and applies in one mode: the switch waits for its end,
-    // and one more pass follows in the new mode.
+    // and applyMode() asks for a pass in the new mode.
     pendingMode_ = ModeSwitch{to, why, startMultipathd};
-    reconcileAgain_ = true;
     return;
   }
   applyMode(to, why, startMultipathd);
@@ -2772,9 +2761,6 @@ void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMult
     return;
   }
   const selector::Mode from = std::exchange(mode_, to);
-  // The holds handed over are not the answer of a Reconfigure that switched.
-  const auto outerWaiter = std::exchange(waiter_, nullptr);
-  const Finally restore([&] { waiter_ = outerWaiter; });
   log::write(
       log::Level::Notice,
       fmt::format("{} mode → {} mode: {}", selector::toString(from), selector::toString(to), why),

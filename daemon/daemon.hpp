@@ -262,14 +262,16 @@ private:
   [[nodiscard]] std::string noPathRetryOf(const std::string &alias, const MapState &map) const;
   /// Companion mode: sends @p command to multipathd and logs its answer;
   /// with @p reread, a successful one reads the maps again (a queueing
-  /// change raises no dm event).
+  /// change raises no dm event). @p waiter as for sendPathMessage().
   void forwardToMultipathd(const std::string &command, const log::Field &field, bool reread = false,
-                           std::function<void(bool ok)> done = {});
+                           std::function<void(bool ok)> done = {},
+                           const std::shared_ptr<ForwardWaiter> &waiter = {});
   /// How long a forward may wait behind earlier ones: the admin's limit
-  /// while an admin's command waits for its answers (waiter_), else the
+  /// for an admin's command (its caller waits for the answer), else the
   /// client's own.
-  [[nodiscard]] std::optional<std::chrono::milliseconds> forwardQueueLimit() const {
-    return waiter_ ? std::optional(options_.adminQueueLimit) : std::nullopt;
+  [[nodiscard]] std::optional<std::chrono::milliseconds>
+  queueLimitFor(const std::shared_ptr<ForwardWaiter> &waiter) const {
+    return waiter ? std::optional(options_.adminQueueLimit) : std::nullopt;
   }
   /// Companion mode, after a pass: sends the disable-queueing holds not yet
   /// taken by multipathd (queueingHandover_) under the maps' names now.
@@ -299,10 +301,15 @@ private:
   void startProbe(const std::string &nic, const selector::Portal &portal, Clock::time_point now);
   void syncProbe(const std::string &key);
   void finishProbe(const std::string &key);
-  void sendPathMessage(const std::string &device, bool fail, const std::string &reason);
+  /// Fails or reinstates @p device in dm (owner mode) or through multipathd
+  /// (companion mode). @p waiter: the admin's command this is for, which
+  /// hears multipathd's answer; none for what pathkeeperd does by itself.
+  void sendPathMessage(const std::string &device, bool fail, const std::string &reason,
+                       const std::shared_ptr<ForwardWaiter> &waiter = {});
   /// Companion mode: sends a path command to multipathd and follows its
   /// answer; one that fails is sent again (PendingForwards).
-  void forwardPathCommand(const PendingForwards::Forward &forward);
+  void forwardPathCommand(const PendingForwards::Forward &forward,
+                          const std::shared_ptr<ForwardWaiter> &waiter = {});
   /// Companion mode: sends again the path commands whose retry is due,
   /// unless dm already shows what they ask.
   void resendForwards(Clock::time_point now);
@@ -471,7 +478,9 @@ private:
   };
   std::optional<ModeSwitch> pendingMode_;
   /// While an admin command runs in companion mode (answerWhenDone): what
-  /// its forwards report their answers to.
+  /// the forwards it makes report their answers to. Only the commands pass
+  /// it on (failPath, reinstatePath, switchGroup, the queueing ones): what
+  /// health or a mode switch forwards meanwhile is not the admin's answer.
   std::shared_ptr<ForwardWaiter> waiter_;
   /// Companion mode: the admin's disable-queueing holds multipathd has not
   /// taken yet (from owner mode, or from the holds file at a start), by DM
