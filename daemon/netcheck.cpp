@@ -715,7 +715,9 @@ std::vector<Finding> analyse(const NetworkSnapshot &snapshot, std::span<const Bi
   for (const auto &original : bindings) {
     resolved.push_back(resolveBinding(snapshot, original));
   }
-  for (const auto &binding : resolved) {
+  for (std::size_t i = 0; i < resolved.size(); ++i) {
+    const Binding &binding = resolved[i];
+    const bool sourceChosenByKernel = bindings[i].source.empty();
     const std::string portal = portalText(binding.portal);
     if (binding.nic.empty()) {
       continue; // bound to nothing: the kernel's default routing is the intent
@@ -746,15 +748,41 @@ std::vector<Finding> analyse(const NetworkSnapshot &snapshot, std::span<const Bi
                                                    nic->name, binding.source)
                                      : fmt::format("{} uses source {}, which belongs to {}",
                                                    nic->name, binding.source, owner->name);
-        f.explanation = fmt::format(
-            "Sessions bound to {} send with source address {}, {}. The portals answer that "
-            "address, so the replies arrive on {} and the NIC binding is defeated. Set the "
-            "iface's iface.ipaddress to an address of {} (or clear it), then log the "
-            "sessions in again.",
-            nic->name, binding.source,
-            owner == nullptr ? std::string("which is on no NIC")
-                             : fmt::format("which belongs to {}", owner->name),
-            owner == nullptr ? std::string("no NIC") : owner->name, nic->name);
+        const std::string whose = owner == nullptr
+                                      ? std::string("which is on no NIC")
+                                      : fmt::format("which belongs to {}", owner->name);
+        const std::string repliesOn = owner == nullptr ? std::string("no NIC") : owner->name;
+        const int family = familyOf(binding.portal.address);
+        const bool hasOwn = std::ranges::any_of(nic->addresses, [&](const NicAddress &address) {
+          return address.family == family && usableAddress(address);
+        });
+        if (!sourceChosenByKernel) {
+          f.explanation = fmt::format(
+              "Sessions bound to {} send with source address {}, {}. The portals answer that "
+              "address, so the replies arrive on {} and the NIC binding is defeated. Set the "
+              "iface's iface.ipaddress to an address of {} (or clear it), then log the "
+              "sessions in again.",
+              nic->name, binding.source, whose, repliesOn, nic->name);
+        } else if (!hasOwn) {
+          // Bound to the device alone: the kernel picked another NIC's
+          // address, as this one has none of the family.
+          f.explanation = fmt::format(
+              "Sessions bound to {} send with source address {}, {}: {} has no {} address, so "
+              "the kernel takes another NIC's. The portals answer that address, so the replies "
+              "arrive on {} and the NIC binding is defeated. Give {} an address in {}'s subnet "
+              "(ip address add ADDRESS/PREFIX dev {}), then log the sessions in again.",
+              nic->name, binding.source, whose, nic->name, family == AF_INET6 ? "IPv6" : "IPv4",
+              repliesOn, nic->name, binding.portal.address, nic->name);
+        } else {
+          f.explanation = fmt::format(
+              "Sessions bound to {} send with source address {}, {}: the kernel prefers it for "
+              "{} over {}'s own addresses (a route's preferred source). The portals answer that "
+              "address, so the replies arrive on {} and the NIC binding is defeated. Set the "
+              "iface's iface.ipaddress to {}'s address in {}'s subnet, or fix the route's "
+              "source, then log the sessions in again.",
+              nic->name, binding.source, whose, binding.portal.address, nic->name, repliesOn,
+              nic->name, binding.portal.address);
+        }
       }
     }
     checkRoutes(snapshot, binding, *nic, findings);

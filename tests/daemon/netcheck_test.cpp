@@ -212,6 +212,33 @@ TEST(NetcheckAnalyse, SourceOfAnotherNicIsForeignSource) {
   EXPECT_THAT(foreign->summary, HasSubstr("belongs to eth1"));
 }
 
+// Bound to the device alone, to a NIC without an IPv4 address: the kernel
+// takes another NIC's as the source. There is no iface.ipaddress to fix;
+// the NIC needs an address.
+TEST(NetcheckAnalyse, ANicWithoutAnAddressGetsAnotherNicsSourceAndTheAdviceToAddOne) {
+  NetworkSnapshot s = fixedSeed();
+  s.nics[2].addresses.clear();
+  s.routes.push_back({"10.10.1.20", "", "eth2", "", "eth2", "10.10.1.10", "", 254});
+  const auto findings = analyse(s, std::vector<Binding>{bind("eth2")});
+  const Finding *foreign = find(findings, "foreign-source");
+  ASSERT_NE(foreign, nullptr) << ::testing::PrintToString(ids(findings));
+  EXPECT_THAT(foreign->summary, HasSubstr("belongs to eth1"));
+  EXPECT_THAT(foreign->explanation, HasSubstr("eth2 has no IPv4 address"));
+  EXPECT_THAT(foreign->explanation, HasSubstr("ip address add ADDRESS/PREFIX dev eth2"));
+  EXPECT_THAT(foreign->explanation, Not(HasSubstr("iface.ipaddress")));
+}
+
+// The same with an address of its own the kernel does not prefer.
+TEST(NetcheckAnalyse, AKernelChosenForeignSourceBesideTheNicsOwnNamesTheRoute) {
+  NetworkSnapshot s = fixedSeed();
+  s.routes.push_back({"10.10.1.20", "", "eth2", "", "eth2", "10.10.1.10", "", 254});
+  const auto findings = analyse(s, std::vector<Binding>{bind("eth2")});
+  const Finding *foreign = find(findings, "foreign-source");
+  ASSERT_NE(foreign, nullptr) << ::testing::PrintToString(ids(findings));
+  EXPECT_THAT(foreign->explanation, HasSubstr("the kernel prefers it for 10.10.1.20"));
+  EXPECT_THAT(foreign->explanation, HasSubstr("iface.ipaddress to eth2's address"));
+}
+
 TEST(NetcheckAnalyse, SharedSubnetWithoutPolicyRoutingNamesBothNicsAndFixesEach) {
   NetworkSnapshot s = fixedSeed();
   s.rules.pop_back(); // eth2 lost its rule
