@@ -204,6 +204,19 @@ void logResumed(const std::vector<ResumedMap> &maps) {
   }
 }
 
+// An explicit owner beside a running multipathd leaves suspended maps
+// alone (its reload may be under way), but says so: I/O to them waits.
+void warnSuspendedBesideMultipathd(const std::vector<LiveMap> &live) {
+  for (const auto &map : live) {
+    if (map.info.suspended) {
+      log::warning(fmt::format("map {} is suspended; not resumed, as multipathd runs and may be "
+                               "reloading it (dmsetup resume {} if it stays so)",
+                               map.info.name, map.info.name),
+                   {{"MAP", map.info.name}});
+    }
+  }
+}
+
 std::string ownerBesideMultipathd(const MultipathdSighting &seen, const std::string &socket) {
   return fmt::format(
       "owner mode, but {}: multipathd will manage the same maps as pathkeeperd. Stop and "
@@ -319,14 +332,17 @@ void Daemon::start() {
     log::info(fmt::format("ignoring {} sd device(s): {}", inventory_.ignored.size(), names));
   }
 
-  if (mode_ == selector::Mode::Owner && !multipathdSeen_) {
-    // Not beside a running multipathd (an explicit owner): a suspended map
-    // may be its reload under way.
+  const bool resumeLeftSuspended = mode_ == selector::Mode::Owner && !seen.process;
+  if (resumeLeftSuspended) {
     logResumed(resumeSuspendedMaps(dm_));
   }
 
   try {
-    refreshMaps(daemon::readLiveMaps(dm_), {}, /*everyMultipathMap=*/true);
+    auto live = daemon::readLiveMaps(dm_);
+    if (mode_ == selector::Mode::Owner && !resumeLeftSuspended) {
+      warnSuspendedBesideMultipathd(live);
+    }
+    refreshMaps(live, {}, /*everyMultipathMap=*/true);
   } catch (const std::exception &e) {
     throw std::runtime_error(fmt::format("device-mapper: {}", e.what()));
   }
@@ -435,9 +451,16 @@ void Daemon::loadAdminHolds() {
       why = fmt::format("the name now belongs to another map (DM UUID {}, not {})",
                         same->second.uuid, uuid->second);
     }
-    if (!heldMap.empty() && mode_ == selector::Mode::Companion && maps_.at(heldMap).uuid.empty()) {
-      why = "multipathd owns the maps now, and the map has no DM UUID to hand it over by";
-      heldMap.clear();
+    if (heldMap.empty() && mode_ == selector::Mode::Companion && uuid != holds.mapUuids.end()) {
+      // Not read now (its table unreadable for a moment, or multipathd
+      // renamed it): handed over once a pass finds it by its DM UUID; the
+      // first pass ends it if the map is gone (endWithGoneMaps).
+      queueingHandover_.insert_or_assign(uuid->second, Handover{alias});
+      log::notice(fmt::format("map {}: the admin's disable-queueing from before this start is "
+                              "handed to multipathd once the map (DM UUID {}) is read",
+                              alias, uuid->second),
+                  {{"MAP", alias}});
+      continue;
     }
     if (heldMap.empty()) {
       log::notice(fmt::format("map {}: the admin's disable-queueing from before this start ends: "
@@ -1287,12 +1310,26 @@ Expected<bool> Daemon::forwardQueueing(const std::string &map, bool queue) {
       return pathkeeper::fail(fmt::format("cannot build a multipathd {} command for '{}'",
                                           queue ? "restorequeueing" : "disablequeueing", map));
     }
-    // The admin's newest word on the map: a handover still under way of an
-    // older disable-queueing must not come after it.
-    if (queueingHandover_.erase(uuidOfMap(map)) > 0) {
-      saveAdminHolds();
+    const std::string uuid = uuidOfMap(map);
+    if (queue) {
+      // The admin's newest word on the map: a handover still under way of
+      // an older disable-queueing must not come after it.
+      if (queueingHandover_.erase(uuid) > 0) {
+        saveAdminHolds();
+      }
+      forwardToMultipathd(*command, {"MAP", map}, true, {}, waiter_);
+      return true;
     }
-    forwardToMultipathd(*command, {"MAP", map}, true, {}, waiter_);
+    // The same as a handover under way: that one ends once this is taken,
+    // and goes on if multipathd does not take it.
+    forwardToMultipathd(
+        *command, {"MAP", map}, true,
+        [this, uuid](bool ok) {
+          if (ok && queueingHandover_.erase(uuid) > 0) {
+            saveAdminHolds();
+          }
+        },
+        waiter_);
     return true;
   }
   if (!it->second.desired) {
@@ -2822,17 +2859,26 @@ void Daemon::applyMode(selector::Mode to, const std::string &why, bool startMult
     saveAdminHolds();
     loadOwnedWwids();
     queueingAdopted_ = false; // take over the queueing multipathd left, as at a start
-    if (!multipathdSeen_) {
-      // A multipathd killed during a reload can leave a map suspended, and
-      // all I/O to it waits: resumed first, on the worker that then reads
-      // the maps for the pass. Not while multipathd runs (an explicit
-      // owner): that could be its reload under way.
-      tableWorker_->post("resume maps left suspended",
-                         [](DeviceMapper &dm) -> DmWorker::Continuation {
-                           auto resumed = resumeSuspendedMaps(dm);
-                           return [resumed = std::move(resumed)] { logResumed(resumed); };
-                         });
-    }
+    // A multipathd killed during a reload can leave a map suspended, and
+    // all I/O to it waits: resumed first, on the worker that then reads
+    // the maps for the pass. Not while a multipathd process runs (an
+    // explicit owner): that could be its reload under way. Its socket alone
+    // (systemd's) reloads nothing.
+    const bool multipathdRuns =
+        lookForMultipathd(options_.multipathdSocket, options_.procRoot.string()).process;
+    tableWorker_->post(
+        "resume maps left suspended", [multipathdRuns](DeviceMapper &dm) -> DmWorker::Continuation {
+          if (multipathdRuns) {
+            try {
+              auto live = daemon::readLiveMaps(dm);
+              return [live = std::move(live)] { warnSuspendedBesideMultipathd(live); };
+            } catch (const std::exception &) {
+              return {}; // the pass's own read says what is wrong
+            }
+          }
+          auto resumed = resumeSuspendedMaps(dm);
+          return [resumed = std::move(resumed)] { logResumed(resumed); };
+        });
   }
   requestReconcile(fmt::format("now in {} mode", selector::toString(to)));
   requestPublish();
@@ -2864,6 +2910,7 @@ void Daemon::handOverQueueing(Clock::time_point now) {
       // endWithGoneMaps): after the next pass, not on a timer that would
       // find it missing again.
       handover.delay = {};
+      handover.nextTry = {};
       continue;
     }
     handover.alias = map->first;

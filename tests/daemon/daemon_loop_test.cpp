@@ -159,47 +159,49 @@ private:
 };
 
 /// TEST UNIT READY as the test says: GOOD, or DID_NO_CONNECT for the
-/// devices marked down. Called from the checker's worker threads.
+/// devices marked down. Called from the checker's worker threads, which a
+/// stopping daemon leaves in a slow check: they share the state, so that
+/// one finishing after the test is harmless.
 class FakeTur {
 public:
   void setDown(const std::string &device, bool down) {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(state_->mutex);
     if (down) {
-      down_.insert(device);
+      state_->down.insert(device);
     } else {
-      down_.erase(device);
+      state_->down.erase(device);
     }
   }
   /// How many checks have run, on every device.
   unsigned checks() {
-    std::lock_guard lock(mutex_);
-    return checks_;
+    std::lock_guard lock(state_->mutex);
+    return state_->checks;
   }
   /// How many checks of @p device have completed.
   unsigned checksOf(const std::string &device) {
-    std::lock_guard lock(mutex_);
-    return completed_[device];
+    std::lock_guard lock(state_->mutex);
+    return state_->completed[device];
   }
   /// Each check of @p device answers after @p delay from now on.
   void setDelay(const std::string &device, std::chrono::milliseconds delay) {
-    std::lock_guard lock(mutex_);
-    delays_[device] = delay;
+    std::lock_guard lock(state_->mutex);
+    state_->delays[device] = delay;
   }
 
   TurRunner runner() {
-    return [this](const std::string &devnode, std::chrono::milliseconds) {
+    return [state = state_](const std::string &devnode, std::chrono::milliseconds) {
       const std::string device = fs::path(devnode).filename().string();
       std::chrono::milliseconds delay{0};
       {
-        std::lock_guard lock(mutex_);
-        ++checks_;
-        delay = delays_[device];
+        std::lock_guard lock(state->mutex);
+        ++state->checks;
+        delay = state->delays[device];
       }
       std::this_thread::sleep_for(delay); // a slow target, on the checker's worker
-      std::lock_guard lock(mutex_);
-      ++completed_[device];
+      std::lock_guard lock(state->mutex);
+      ++state->completed[device];
       SgIoOutcome outcome;
-      if (down_.contains(device)) {
+      if (state->down.contains(device)) {
         outcome.hostStatus = 0x01; // DID_NO_CONNECT
       }
       return outcome;
@@ -207,11 +209,14 @@ public:
   }
 
 private:
-  std::mutex mutex_;
-  std::set<std::string> down_;
-  std::map<std::string, std::chrono::milliseconds> delays_;
-  std::map<std::string, unsigned> completed_;
-  unsigned checks_ = 0;
+  struct State {
+    std::mutex mutex;
+    std::set<std::string> down;
+    std::map<std::string, std::chrono::milliseconds> delays;
+    std::map<std::string, unsigned> completed;
+    unsigned checks = 0;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 /// Device events as the test sends them, in place of udev's monitor. The
@@ -359,6 +364,10 @@ protected:
     };
     return o;
   }
+
+  /// Starts, stops, suspends kUpper and starts again in explicit owner
+  /// mode, with a multipathd process beside it or (false) its socket only.
+  void startOwnerBesideMultipathdWithASuspendedMap(const std::string &socket, bool process);
 
   /// A new loop and daemon (the previous ones are destroyed first, as a
   /// restart would), started. start() throws on a fatal startup problem.
@@ -765,26 +774,46 @@ TEST_F(DaemonLoopTest, MapLeftSuspendedIsResumedAtStartup) {
 
 // An explicit owner beside a running multipathd: a suspended map may be
 // multipathd's reload under way, and resuming it would drop the half-loaded
-// table. It used to be resumed all the same.
-TEST_F(DaemonLoopTest, AnOwnerBesideMultipathdLeavesASuspendedMapAlone) {
-  startDaemon();
+// table. It used to be resumed all the same. With @p process false only
+// multipathd's socket listens (systemd's): nothing reloads, and the map,
+// left suspended by pathkeeperd's own kill, is resumed.
+void DaemonLoopTest::startOwnerBesideMultipathdWithASuspendedMap(const std::string &socket,
+                                                                 bool process) {
+  startDaemon(); // owner: no multipathd yet
   ASSERT_TRUE(runUntil([&] { return ready(); }));
   daemon_.reset();
   dm_.with([](FakeDeviceMapper &fake) { fake.maps.at(kUpper).suspended = true; });
+  if (process) {
+    fs::create_directories(root_ / "proc/4242");
+    writeFile(root_ / "proc/4242/comm", "multipathd\n");
+  }
+  companionSocket_ = socket;
+  modeOption_ = std::optional<selector::Mode>(selector::Mode::Owner);
+  startDaemon();
+}
+
+TEST_F(DaemonLoopTest, AnOwnerBesideMultipathdLeavesASuspendedMapAlone) {
   fakes::FakeMultipathd multipathd([](int fd, fakes::FakeMultipathd &self) {
     while (self.readCommand(fd)) {
       fakes::FakeMultipathd::reply(fd, "ok\n");
     }
   });
-  companionSocket_ = multipathd.name();
-  modeOption_ = std::optional<selector::Mode>(selector::Mode::Owner);
-
-  startDaemon();
+  startOwnerBesideMultipathdWithASuspendedMap(multipathd.name(), true);
   dm_.with([](FakeDeviceMapper &fake) {
     EXPECT_TRUE(fake.maps.at(kUpper).suspended);
     EXPECT_EQ(std::find(fake.calls.begin(), fake.calls.end(), std::string("resume ") + kUpper),
               fake.calls.end());
   });
+}
+
+TEST_F(DaemonLoopTest, AnOwnerBesideMultipathdsSocketAloneResumesASuspendedMap) {
+  fakes::FakeMultipathd multipathd([](int fd, fakes::FakeMultipathd &self) {
+    while (self.readCommand(fd)) {
+      fakes::FakeMultipathd::reply(fd, "ok\n");
+    }
+  });
+  startOwnerBesideMultipathdWithASuspendedMap(multipathd.name(), false);
+  dm_.with([](FakeDeviceMapper &fake) { EXPECT_FALSE(fake.maps.at(kUpper).suspended); });
 }
 
 TEST_F(DaemonLoopTest, SessionRecoveryFailsThePathAndItsLoginReinstatesIt) {
@@ -2552,6 +2581,46 @@ TEST_F(DaemonLoopTest, AHandoverNotYetTakenSurvivesARestart) {
       << "the restarted daemon did not hand the disable-queueing over";
   ASSERT_TRUE(runUntil([&] { return heldInFile().empty(); }))
       << "the file still lists the hold multipathd took";
+}
+
+// The admin's disable-queueing again, while a handover of the same is
+// under way: if multipathd refuses it too, the handover goes on. It used to
+// be dropped as the admin's command went out.
+TEST_F(DaemonLoopTest, ARefusedRepeatOfAHandedOverDisableQueueingKeepsTheHandover) {
+  companionSocket_ = fakes::uniqueSocketName();
+  modeOption_ = std::optional<selector::Mode>(selector::Mode::Auto);
+  multipathdWatch_ = 20ms;
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  const std::string lower = mapHolding("sdc");
+  ASSERT_TRUE(daemon_->disableQueueing(lower).has_value());
+  const std::string handover = "disablequeueing map " + lower;
+  std::atomic<bool> take{false};
+  fakes::FakeMultipathd multipathd(companionSocket_, [&](int fd, fakes::FakeMultipathd &self) {
+    while (auto command = self.readCommand(fd)) {
+      fakes::FakeMultipathd::reply(fd, *command == handover && !take ? "fail\n" : "ok\n");
+    }
+  });
+  const auto sent = [&] {
+    const auto commands = multipathd.commands();
+    return std::ranges::count(commands, handover);
+  };
+  const auto heldInFile = [&] {
+    std::vector<std::string> problems;
+    return parseAdminHolds(readFile(root_ / "run/admin-holds"), problems).queueingDisabled;
+  };
+  ASSERT_TRUE(
+      runUntil([&] { return sent() >= 1 && daemon_->mode() == selector::Mode::Companion; }));
+  std::optional<Expected<void>> repeated;
+  daemon_->answerWhenDone([&] { return daemon_->disableQueueing(lower); },
+                          [&](Expected<void> outcome) { repeated = std::move(outcome); });
+  ASSERT_TRUE(runUntil([&] { return repeated.has_value(); }));
+  EXPECT_FALSE(repeated->has_value()) << "multipathd refused it";
+  EXPECT_THAT(heldInFile(), ::testing::ElementsAre(lower)) << "the handover was dropped";
+  const auto before = sent();
+  take = true;
+  ASSERT_TRUE(runUntil([&] { return sent() > before && heldInFile().empty(); }))
+      << "the handover did not go on";
 }
 
 TEST_F(DaemonLoopTest, BrokenConfigOnReloadKeepsTheOldOne) {
