@@ -208,7 +208,9 @@ void logResumed(const std::vector<ResumedMap> &maps) {
 // alone (its reload may be under way), but says so: I/O to them waits.
 void warnSuspendedBesideMultipathd(const std::vector<LiveMap> &live) {
   for (const auto &map : live) {
-    if (map.info.suspended) {
+    // Multipath maps only, as the resume it stands for (an LVM volume in a
+    // pvmove is suspended for reasons of its own).
+    if (map.info.suspended && map.info.uuid.starts_with(kMultipathUuidPrefix)) {
       log::warning(fmt::format("map {} is suspended; not resumed, as multipathd runs and may be "
                                "reloading it (dmsetup resume {} if it stays so)",
                                map.info.name, map.info.name),

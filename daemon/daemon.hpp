@@ -497,8 +497,8 @@ private:
   static void backOff(Handover &handover, Clock::time_point now);
   /// Auto mode, companion: since when multipathd has not been seen.
   std::optional<Clock::time_point> multipathdGoneSince_;
-  /// multipathd was seen at the last look: explicit owner mode warns when it
-  /// appears, and leaves suspended maps alone (its reload may be under way).
+  /// multipathd (its process or its socket) was seen at the last look:
+  /// explicit owner mode warns when it appears.
   bool multipathdSeen_ = false;
   EventSource modeTimer_; ///< watchMultipathd() every multipathdWatch
 
