@@ -294,6 +294,30 @@ std::string withWorkingPathChecks(const std::string &interval) {
 constexpr const char *kUpper = "xserve-upper";
 constexpr const char *kLower = "xserve-lower";
 
+/// A multipathd that refuses @p refused (answers "fail") until take is set,
+/// and says ok to everything else.
+class RefusingMultipathd {
+public:
+  RefusingMultipathd(const std::string &socket, std::string refused)
+      : refused_(std::move(refused)), server_(socket, [this](int fd, fakes::FakeMultipathd &self) {
+          while (auto command = self.readCommand(fd)) {
+            fakes::FakeMultipathd::reply(fd, *command == refused_ && !take ? "fail\n" : "ok\n");
+          }
+        }) {}
+  /// How often @p refused was sent.
+  [[nodiscard]] long sent() const {
+    const auto commands = server_.commands();
+    return std::ranges::count(commands, refused_);
+  }
+  [[nodiscard]] std::vector<std::string> commands() const { return server_.commands(); }
+
+  std::atomic<bool> take{false};
+
+private:
+  const std::string refused_; // before the server, whose thread reads it
+  fakes::FakeMultipathd server_;
+};
+
 class DaemonLoopTest : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -363,6 +387,25 @@ protected:
       return events;
     };
     return o;
+  }
+
+  /// Starts in auto mode with no multipathd yet (owner), and disables
+  /// queueing on the map holding sdc, named in @p map.
+  void startOwnerWithQueueingDisabled(std::string &map) {
+    companionSocket_ = fakes::uniqueSocketName();
+    modeOption_ = std::optional<selector::Mode>(selector::Mode::Auto);
+    multipathdWatch_ = 20ms;
+    startDaemon();
+    ASSERT_TRUE(runUntil([&] { return ready(); }));
+    map = mapHolding("sdc");
+    ASSERT_TRUE(daemon_->disableQueueing(map).has_value());
+  }
+  /// The maps whose queueing the holds file says the admin disabled.
+  [[nodiscard]] std::set<std::string, std::less<>> heldInFile() {
+    std::vector<std::string> problems;
+    auto holds = parseAdminHolds(readFile(root_ / "run/admin-holds"), problems);
+    EXPECT_THAT(problems, ::testing::IsEmpty());
+    return holds.queueingDisabled;
   }
 
   /// Starts, stops, suspends kUpper and starts again in explicit owner
@@ -1015,13 +1058,6 @@ protected:
       change(fake);
       fake.calls.clear();
     });
-  }
-  /// The maps whose queueing the holds file says the admin disabled.
-  [[nodiscard]] std::set<std::string, std::less<>> heldInFile() {
-    std::vector<std::string> problems;
-    auto holds = parseAdminHolds(readFile(root_ / "run/admin-holds"), problems);
-    EXPECT_THAT(problems, ::testing::IsEmpty());
-    return holds.queueingDisabled;
   }
   [[nodiscard]] std::string uuidOf(const std::string &map) {
     return dm_.with([&](FakeDeviceMapper &fake) { return fake.maps.at(map).uuid; });
@@ -2513,23 +2549,11 @@ TEST_F(DaemonLoopTest, ARescansAnswerDoesNotWaitForHealthsForwards) {
 // multipathd refuses (still starting, or without the map yet) is sent again
 // with a backoff, until the admin's own restore-queueing replaces it.
 TEST_F(DaemonLoopTest, AHandedOverDisableQueueingIsRetriedUntilTheAdminRestores) {
-  companionSocket_ = fakes::uniqueSocketName();
-  modeOption_ = std::optional<selector::Mode>(selector::Mode::Auto);
-  multipathdWatch_ = 20ms;
-  startDaemon();
-  ASSERT_TRUE(runUntil([&] { return ready(); }));
-  const std::string lower = mapHolding("sdc");
-  ASSERT_TRUE(daemon_->disableQueueing(lower).has_value());
+  std::string lower;
+  ASSERT_NO_FATAL_FAILURE(startOwnerWithQueueingDisabled(lower));
   const std::string handover = "disablequeueing map " + lower;
-  fakes::FakeMultipathd multipathd(companionSocket_, [&](int fd, fakes::FakeMultipathd &self) {
-    while (auto command = self.readCommand(fd)) {
-      fakes::FakeMultipathd::reply(fd, *command == handover ? "fail\n" : "ok\n");
-    }
-  });
-  const auto handovers = [&] {
-    const auto commands = multipathd.commands();
-    return std::ranges::count(commands, handover);
-  };
+  RefusingMultipathd multipathd(companionSocket_, handover);
+  const auto handovers = [&] { return multipathd.sent(); };
   ASSERT_TRUE(runUntil([&] { return handovers() >= 2; })) << "a refused handover was not retried";
   ASSERT_TRUE(daemon_->restoreQueueing(lower).has_value());
   ASSERT_TRUE(runUntil([&] {
@@ -2546,28 +2570,11 @@ TEST_F(DaemonLoopTest, AHandedOverDisableQueueingIsRetriedUntilTheAdminRestores)
 // holds file keeps it, and a restart in companion mode goes on handing it
 // over. It used to be dropped at the start ("multipathd owns the maps now").
 TEST_F(DaemonLoopTest, AHandoverNotYetTakenSurvivesARestart) {
-  companionSocket_ = fakes::uniqueSocketName();
-  modeOption_ = std::optional<selector::Mode>(selector::Mode::Auto);
-  multipathdWatch_ = 20ms;
-  startDaemon();
-  ASSERT_TRUE(runUntil([&] { return ready(); }));
-  const std::string lower = mapHolding("sdc");
-  ASSERT_TRUE(daemon_->disableQueueing(lower).has_value());
+  std::string lower;
+  ASSERT_NO_FATAL_FAILURE(startOwnerWithQueueingDisabled(lower));
   const std::string handover = "disablequeueing map " + lower;
-  std::atomic<bool> take{false};
-  fakes::FakeMultipathd multipathd(companionSocket_, [&](int fd, fakes::FakeMultipathd &self) {
-    while (auto command = self.readCommand(fd)) {
-      fakes::FakeMultipathd::reply(fd, *command == handover && !take ? "fail\n" : "ok\n");
-    }
-  });
-  const auto handovers = [&] {
-    const auto commands = multipathd.commands();
-    return std::ranges::count(commands, handover);
-  };
-  const auto heldInFile = [&] {
-    std::vector<std::string> problems;
-    return parseAdminHolds(readFile(root_ / "run/admin-holds"), problems).queueingDisabled;
-  };
+  RefusingMultipathd multipathd(companionSocket_, handover);
+  const auto handovers = [&] { return multipathd.sent(); };
   ASSERT_TRUE(runUntil([&] { return handovers() >= 1; }));
   EXPECT_THAT(heldInFile(), ::testing::ElementsAre(lower))
       << "the handover under way is not in the file";
@@ -2576,7 +2583,7 @@ TEST_F(DaemonLoopTest, AHandoverNotYetTakenSurvivesARestart) {
   ASSERT_TRUE(runUntil([&] { return ready(); }));
   ASSERT_EQ(daemon_->mode(), selector::Mode::Companion);
   const auto before = handovers();
-  take = true;
+  multipathd.take = true;
   ASSERT_TRUE(runUntil([&] { return handovers() > before; }))
       << "the restarted daemon did not hand the disable-queueing over";
   ASSERT_TRUE(runUntil([&] { return heldInFile().empty(); }))
@@ -2587,28 +2594,11 @@ TEST_F(DaemonLoopTest, AHandoverNotYetTakenSurvivesARestart) {
 // under way: if multipathd refuses it too, the handover goes on. It used to
 // be dropped as the admin's command went out.
 TEST_F(DaemonLoopTest, ARefusedRepeatOfAHandedOverDisableQueueingKeepsTheHandover) {
-  companionSocket_ = fakes::uniqueSocketName();
-  modeOption_ = std::optional<selector::Mode>(selector::Mode::Auto);
-  multipathdWatch_ = 20ms;
-  startDaemon();
-  ASSERT_TRUE(runUntil([&] { return ready(); }));
-  const std::string lower = mapHolding("sdc");
-  ASSERT_TRUE(daemon_->disableQueueing(lower).has_value());
+  std::string lower;
+  ASSERT_NO_FATAL_FAILURE(startOwnerWithQueueingDisabled(lower));
   const std::string handover = "disablequeueing map " + lower;
-  std::atomic<bool> take{false};
-  fakes::FakeMultipathd multipathd(companionSocket_, [&](int fd, fakes::FakeMultipathd &self) {
-    while (auto command = self.readCommand(fd)) {
-      fakes::FakeMultipathd::reply(fd, *command == handover && !take ? "fail\n" : "ok\n");
-    }
-  });
-  const auto sent = [&] {
-    const auto commands = multipathd.commands();
-    return std::ranges::count(commands, handover);
-  };
-  const auto heldInFile = [&] {
-    std::vector<std::string> problems;
-    return parseAdminHolds(readFile(root_ / "run/admin-holds"), problems).queueingDisabled;
-  };
+  RefusingMultipathd multipathd(companionSocket_, handover);
+  const auto sent = [&] { return multipathd.sent(); };
   ASSERT_TRUE(
       runUntil([&] { return sent() >= 1 && daemon_->mode() == selector::Mode::Companion; }));
   std::optional<Expected<void>> repeated;
@@ -2618,7 +2608,7 @@ TEST_F(DaemonLoopTest, ARefusedRepeatOfAHandedOverDisableQueueingKeepsTheHandove
   EXPECT_FALSE(repeated->has_value()) << "multipathd refused it";
   EXPECT_THAT(heldInFile(), ::testing::ElementsAre(lower)) << "the handover was dropped";
   const auto before = sent();
-  take = true;
+  multipathd.take = true;
   ASSERT_TRUE(runUntil([&] { return sent() > before && heldInFile().empty(); }))
       << "the handover did not go on";
 }
