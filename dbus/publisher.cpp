@@ -3,6 +3,7 @@
 #include "bus_names.hpp"
 #include "log.hpp"
 #include "method_checks.hpp"
+#include "path_objects.hpp"
 #include "snapshot_diff.hpp"
 
 #include <chrono>
@@ -79,51 +80,6 @@ private:
   }
 
   MapView view_;
-};
-
-// The adaptor bases' destructors are protected and non-virtual; this final
-// class is owned as itself, never deleted through a base.
-// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor)
-class PathObject final
-    : public sdbus::AdaptorInterfaces<gen::Path_adaptor, sdbus::ManagedObject_adaptor,
-                                      sdbus::Properties_adaptor> {
-public:
-  PathObject(sdbus::IConnection &connection, PathView view)
-      : AdaptorInterfaces(connection, objectPathOf(ObjectKind::Path, view.device)),
-        view_(std::move(view)) {
-    registerAdaptor();
-  }
-  ~PathObject() { unregisterAdaptor(); }
-  PathObject(const PathObject &) = delete;
-  PathObject &operator=(const PathObject &) = delete;
-
-  void set(const PathView &view) { view_ = view; }
-
-private:
-  std::string Device() override { return view_.device; }
-  std::string DevT() override { return view_.devt; }
-  std::string Map() override { return view_.map; }
-  std::string State() override { return view_.state; }
-  std::string DmState() override { return view_.dmState; }
-  std::string Checker() override { return view_.checker; }
-  std::uint64_t Failures() override { return view_.failures; }
-  bool Shaky() override { return view_.shaky; }
-  std::int64_t LatencyUs() override { return view_.latencyUs; }
-  std::string Alua() override { return view_.alua; }
-  std::string Wwid() override { return view_.wwid; }
-  std::string Target() override { return view_.target; }
-  std::string Portal() override { return view_.portal; }
-  std::string NetDev() override { return view_.netdev; }
-  std::string Controller() override { return view_.controller; }
-  std::int32_t SessionId() override { return view_.sessionId; }
-  std::string Note() override { return view_.note; }
-  std::uint64_t ThroughputBytesPerSecond() override { return view_.throughputBps; }
-  std::uint64_t CapacityBytesPerSecond() override { return view_.capacityBps; }
-  std::int64_t IoLatencyUs() override { return view_.ioLatencyUs; }
-  std::uint32_t Confidence() override { return view_.confidence; }
-  std::uint32_t Weight() override { return view_.weight; }
-
-  PathView view_;
 };
 
 // The adaptor bases' destructors are protected and non-virtual; this final
@@ -409,13 +365,13 @@ void BusAuthorizer::authorize(const std::string &sender, const std::string &meth
 
 struct DbusPublisher::Tree {
   Tree(sdbus::IConnection &bus, daemon::Commands &commands, Authorizer &authorizer)
-      : connection(bus), manager(bus, current, commands, authorizer) {}
+      : connection(bus), manager(bus, current, commands, authorizer), paths(sdBusOf(bus)) {}
 
   sdbus::IConnection &connection;
   StateSnapshot current;
   ManagerObject manager;
   std::map<std::string, std::unique_ptr<MapObject>> maps;
-  std::map<std::string, std::unique_ptr<PathObject>> paths;
+  PathObjects paths;
   std::map<std::string, std::unique_ptr<PortalObject>> portals;
   std::map<std::string, std::unique_ptr<FindingObject>> findings;
 };
@@ -463,6 +419,22 @@ void apply(sdbus::IConnection &connection, const ObjectChange &change,
   }
 }
 
+// The same for the Path objects, which are served without an object each.
+void apply(PathObjects &objects, const ObjectChange &change,
+           const std::map<std::string, const PathView *> &views) {
+  switch (change.type) {
+  case ObjectChange::Type::Removed:
+    objects.remove(change.key);
+    break;
+  case ObjectChange::Type::Added:
+    objects.add(*views.at(change.key));
+    break;
+  case ObjectChange::Type::PropertiesChanged:
+    objects.change(*views.at(change.key), change.properties);
+    break;
+  }
+}
+
 } // namespace
 
 void DbusPublisher::publish(const StateSnapshot &snapshot) {
@@ -481,7 +453,7 @@ void DbusPublisher::publish(const StateSnapshot &snapshot) {
       apply(tree_->connection, change, tree_->maps, maps);
       break;
     case ObjectKind::Path:
-      apply(tree_->connection, change, tree_->paths, paths);
+      apply(tree_->paths, change, paths);
       break;
     case ObjectKind::Portal:
       apply(tree_->connection, change, tree_->portals, portals);

@@ -30,6 +30,7 @@ target_compile_definitions(dbus_host_test PRIVATE
   PK_PATHKEEPERCTL="$<TARGET_FILE:pathkeeperctl>"
   PK_DBUS_POLICY="${PROJECT_SOURCE_DIR}/dbus/org.pathkeeper.PathKeeper1.conf"
   PK_README="${PROJECT_SOURCE_DIR}/README.md"
+  PK_DBUS_XML="${PROJECT_SOURCE_DIR}/dbus/org.pathkeeper.PathKeeper1.xml"
   PK_POLKIT_POLICY="${PROJECT_SOURCE_DIR}/dbus/org.pathkeeper.PathKeeper1.policy")
 add_dependencies(dbus_host_test pathkeeper_dbus_test_server pathkeeperctl)
 gtest_discover_tests(dbus_host_test TEST_PREFIX host.dbus. PROPERTIES LABELS host TIMEOUT 120 RUN_SERIAL TRUE
