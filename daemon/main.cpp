@@ -218,8 +218,7 @@ int main(int argc, char **argv) {
           }
         });
       } catch (const sdbus::Error &e) {
-        daemon::log::warning(std::string("no D-Bus API: the system bus is not available (") +
-                             e.getMessage() + ")");
+        daemon::log::warning(std::string("no D-Bus API: ") + e.getMessage());
         publisher.reset();
         authorizer.reset();
         attachment.reset();

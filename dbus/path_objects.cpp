@@ -20,11 +20,15 @@ namespace {
 using daemon::PathView;
 
 // sdbus-c++ 1.2 keeps its sd_bus to itself. A Message holds its
-// sd_bus_message as the protected member msg_; a pointer to that member,
-// formed in a derived class, reads it from any Message ([class.protected]).
-// Should a later sdbus-c++ rename the member, this stops compiling; should it
-// hold something else there, sdBusOf() finds the unique name wrong and throws.
+// sd_bus_message as the protected member msg_ (a void *); a pointer to that
+// member, formed in a derived class, reads it from any Message
+// ([class.protected]). Should a later sdbus-c++ rename the member or change
+// its type, this stops compiling. What it points to is sdbus-c++'s to
+// decide: pathkeeper builds against sdbus-c++ 1.x (dbus/CMakeLists.txt),
+// where it is the sd_bus_message.
 struct MessageHandle : sdbus::Message {
+  static_assert(std::is_same_v<decltype(MessageHandle::msg_), void *>,
+                "sdbus::Message no longer holds its sd_bus_message as void *msg_");
   static sd_bus_message *of(const sdbus::Message &message) {
     return static_cast<sd_bus_message *>(message.*(&MessageHandle::msg_));
   }
@@ -75,7 +79,7 @@ template <typename T> constexpr const char *signatureOf() {
 template <auto Field>
 int get(sd_bus * /*bus*/, const char * /*path*/, const char * /*interface*/,
         const char * /*property*/, sd_bus_message *reply, void *userdata,
-        sd_bus_error * /*error*/) {
+        sd_bus_error * /*error*/) noexcept {
   return append(reply, static_cast<const PathView *>(userdata)->*Field);
 }
 
@@ -142,7 +146,7 @@ sd_bus *sdBusOf(sdbus::IConnection &connection) {
 
 struct PathObjects::Callbacks {
   static int find(sd_bus * /*bus*/, const char *path, const char * /*interface*/, void *userdata,
-                  void **found, sd_bus_error * /*error*/) {
+                  void **found, sd_bus_error * /*error*/) noexcept {
     auto &self = *static_cast<PathObjects *>(userdata);
     auto it = self.views_.find(std::string_view{path});
     if (it == self.views_.end()) {
@@ -152,17 +156,27 @@ struct PathObjects::Callbacks {
     return 1;
   }
 
-  // sd-bus frees the list (a NULL-terminated, malloc'd strv).
-  static int enumerate(sd_bus * /*bus*/, const char * /*prefix*/, void *userdata, char ***nodes,
-                       sd_bus_error * /*error*/) {
+  // sd-bus asks for the children of @p prefix: every path object when it is
+  // the paths node or one of its parents (GetManagedObjects, busctl tree),
+  // none below it (introspecting one path). It frees the list (a
+  // NULL-terminated, malloc'd strv).
+  static int enumerate(sd_bus * /*bus*/, const char *prefix, void *userdata, char ***nodes,
+                       sd_bus_error * /*error*/) noexcept {
     const auto &self = *static_cast<const PathObjects *>(userdata);
+    const std::string_view asked{prefix};
+    const bool parent = asked == "/" || asked == self.prefix_ ||
+                        (self.prefix_.starts_with(asked) && self.prefix_[asked.size()] == '/');
+    const std::size_t size = parent ? self.views_.size() : 0;
     // NOLINTBEGIN(cppcoreguidelines-no-malloc,cppcoreguidelines-owning-memory)
-    auto **list = static_cast<char **>(std::calloc(self.views_.size() + 1, sizeof(char *)));
+    auto **list = static_cast<char **>(std::calloc(size + 1, sizeof(char *)));
     if (list == nullptr) {
       return -ENOMEM;
     }
     std::size_t count = 0;
     for (const auto &entry : self.views_) {
+      if (count == size) {
+        break;
+      }
       list[count] = strdup(entry.first.c_str());
       if (list[count] == nullptr) {
         for (std::size_t i = 0; i < count; ++i) {
@@ -183,8 +197,8 @@ void PathObjects::Slot::operator()(sd_bus_slot *slot) const noexcept {
   sd_bus_slot_unref(slot);
 }
 
-PathObjects::PathObjects(sd_bus *bus) : bus_(bus) {
-  const auto prefix = pathsPrefix();
+PathObjects::PathObjects(sd_bus *bus) : bus_(bus), prefix_(pathsPrefix()) {
+  const auto &prefix = prefix_;
   sd_bus_slot *slot = nullptr;
   throwIfFailed(sd_bus_add_fallback_vtable(bus_, &slot, prefix.c_str(), kPathInterface, kPathVtable,
                                            &Callbacks::find, this),

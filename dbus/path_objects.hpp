@@ -35,8 +35,8 @@ class IConnection;
 
 namespace pathkeeper::dbus {
 
-/// @brief The sd_bus under @p connection. Throws sdbus::Error when it cannot
-/// be reached (an sdbus-c++ other than 1.2).
+/// @brief The sd_bus under @p connection (sdbus-c++ 1.x). Throws
+/// sdbus::Error when the bus found is not the connection's.
 [[nodiscard]] sd_bus *sdBusOf(sdbus::IConnection &connection);
 
 /// @brief The Path objects. Not copyable or movable: sd-bus holds its address.
@@ -68,6 +68,7 @@ private:
   struct Callbacks; ///< what sd-bus calls: the vtable's find and the enumerator
 
   sd_bus *bus_;
+  std::string prefix_;                                         ///< kRootPath/paths
   std::map<std::string, daemon::PathView, std::less<>> views_; ///< by object path
   std::unique_ptr<sd_bus_slot, Slot> vtable_;
   std::unique_ptr<sd_bus_slot, Slot> enumerator_;

@@ -447,8 +447,10 @@ TEST_F(DbusHost, GeneratedProxyReadsTheWholeInventoryBack) {
 }
 
 // The Path objects are served by a hand-written sd-bus vtable (no adaptor per
-// path, for memory); this holds them, and every generated interface, to the
-// XML reference: each member, its types, access and change signal.
+// path, for memory); this holds them, and the generated Manager, Map and
+// Portal interfaces, to the XML reference: each member, its argument and
+// property types, access and change signal (not argument names or other
+// annotations). The sample state has no Finding object to read.
 TEST_F(DbusHost, EveryServedInterfaceIsTheOneTheXmlDescribes) {
   startServer();
   std::ifstream file(PK_DBUS_XML);
