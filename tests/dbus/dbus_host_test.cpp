@@ -24,7 +24,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -386,31 +385,77 @@ protected:
   std::unique_ptr<Process> server_;
 };
 
+// One XML tag: "<name a="1" b="2">", "</name>" or "<name ... />".
+struct XmlTag {
+  std::string name;
+  std::map<std::string, std::string> attributes;
+  bool closing = false;
+  bool empty = false;
+};
+
+// The tags of @p xml in order, comments and declarations skipped. Enough for
+// introspection XML; std::regex is avoided, GCC 12 warns inside it (-Werror).
+std::vector<XmlTag> tagsOf(const std::string &xml) {
+  std::vector<XmlTag> tags;
+  std::size_t at = 0;
+  while ((at = xml.find('<', at)) != std::string::npos) {
+    if (xml.compare(at, 4, "<!--") == 0) {
+      const auto end = xml.find("-->", at);
+      at = end == std::string::npos ? xml.size() : end + 3;
+      continue;
+    }
+    const auto end = xml.find('>', at);
+    if (end == std::string::npos) {
+      break;
+    }
+    std::string body = xml.substr(at + 1, end - at - 1);
+    at = end + 1;
+    if (body.empty() || body[0] == '!' || body[0] == '?') {
+      continue;
+    }
+    XmlTag tag;
+    tag.closing = body[0] == '/';
+    if (tag.closing) {
+      body.erase(0, 1);
+    }
+    tag.empty = !body.empty() && body.back() == '/';
+    if (tag.empty) {
+      body.pop_back();
+    }
+    const auto nameEnd = body.find_first_of(" \t\r\n");
+    tag.name = body.substr(0, nameEnd);
+    for (auto pos = body.find('='); pos != std::string::npos; pos = body.find('=', pos + 1)) {
+      const auto keyStart = body.find_last_of(" \t\r\n", pos) + 1;
+      const auto open = body.find('"', pos);
+      const auto close = open == std::string::npos ? open : body.find('"', open + 1);
+      if (close == std::string::npos) {
+        break;
+      }
+      tag.attributes[body.substr(keyStart, pos - keyStart)] =
+          body.substr(open + 1, close - open - 1);
+      pos = close;
+    }
+    tags.push_back(std::move(tag));
+  }
+  return tags;
+}
+
 // Every member of every interface in introspection XML, as "Interface.Member"
 // -> its kind, type or arguments and, for properties, access and the
 // effective EmitsChangedSignal (the property's, else the interface's, else
 // "true", as the D-Bus specification says). Elements with a namespace
 // (doc:doc) are skipped, so the API reference and a served object compare.
 std::map<std::string, std::string> membersOf(const std::string &xml) {
-  const std::regex tag(R"(<(/?)([A-Za-z]+)((?:\s+[A-Za-z_]+="[^"]*")*)\s*(/?)>)");
-  const std::regex attribute(R"re(([A-Za-z_]+)="([^"]*)")re");
-  auto attributesOf = [&](const std::string &text) {
-    std::map<std::string, std::string> attributes;
-    for (std::sregex_iterator it(text.begin(), text.end(), attribute), end; it != end; ++it) {
-      attributes[(*it)[1]] = (*it)[2];
-    }
-    return attributes;
-  };
   std::map<std::string, std::string> members;
   std::string interface;
   std::string interfaceEmits = "true";
   std::string member; // "Interface.Member" while inside one
   std::map<std::string, std::string> property;
-  for (std::sregex_iterator it(xml.begin(), xml.end(), tag), end; it != end; ++it) {
-    const bool closing = (*it)[1] == "/";
-    const bool empty = (*it)[4] == "/";
-    const std::string name = (*it)[2];
-    auto attributes = attributesOf((*it)[3]);
+  for (auto &parsed : tagsOf(xml)) {
+    const bool closing = parsed.closing;
+    const bool empty = parsed.empty;
+    const std::string &name = parsed.name;
+    auto &attributes = parsed.attributes;
     if (name == "interface") {
       interface = closing ? "" : attributes["name"];
       interfaceEmits = "true";
