@@ -34,8 +34,12 @@ struct MessageHandle : sdbus::Message {
   }
 };
 
+// The node the Path objects hang under: the parent of any Path object's path,
+// so that bus_names.cpp stays the one place that lays the tree out.
 std::string pathsPrefix() {
-  return fmt::format("{}/paths", kRootPath);
+  auto path = objectPathOf(ObjectKind::Path, "");
+  path.resize(path.rfind('/'));
+  return path;
 }
 
 int append(sd_bus_message *reply, const std::string &value) {
