@@ -65,17 +65,17 @@ std::string identityOf(const InventoryPath &path) {
   return path.path.devt.str() + " " + path.path.wwid;
 }
 
-/// Replaces @p file with @p text: written beside it, then renamed over it,
-/// so that a reader (udev's rule, a script, the next start) never sees half
-/// of it. The error says which step failed.
-Expected<void> replaceFile(const fs::path &file, std::string_view text,
+/// Replaces @p file with what @p write writes: written beside it, then
+/// renamed over it, so that a reader (udev's rule, a script, the next start)
+/// never sees half of it. The error says which step failed.
+Expected<void> replaceFile(const fs::path &file, const std::function<void(std::ostream &)> &write,
                            std::string_view tmpSuffix = ".tmp") {
   std::error_code ec;
   fs::create_directories(file.parent_path(), ec);
   const fs::path tmp = file.string() + std::string(tmpSuffix);
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << text;
+    write(out);
     if (!out.flush()) {
       return fail("cannot write " + tmp.string());
     }
@@ -85,6 +85,12 @@ Expected<void> replaceFile(const fs::path &file, std::string_view text,
     return fail(fmt::format("cannot replace {}: {}", file.string(), ec.message()));
   }
   return {};
+}
+
+Expected<void> replaceFile(const fs::path &file, std::string_view text,
+                           std::string_view tmpSuffix = ".tmp") {
+  return replaceFile(
+      file, [text](std::ostream &out) { out << text; }, tmpSuffix);
 }
 
 // The first line of a sysfs attribute; "" when it cannot be read. One
@@ -3552,7 +3558,9 @@ void Daemon::handBackUnmarkedPaths() {
 }
 
 void Daemon::writeStateFile(const StateSnapshot &snap) const {
-  if (auto written = replaceFile(options_.stateFile, snapshotToJson(snap, ready_)); !written) {
+  // Streamed: at 1000 paths the text is about 1 MiB, rewritten at every change.
+  const auto write = [&](std::ostream &out) { writeSnapshotJson(snap, ready_, out); };
+  if (auto written = replaceFile(options_.stateFile, write); !written) {
     log::warning(written.error());
   }
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <optional>
 #include <string>
@@ -149,9 +150,14 @@ void replaceInvalidUtf8(StateSnapshot &snapshot);
 /// holds every move for a while).
 bool holdLatencyJitter(StateSnapshot &next, const StateSnapshot &published, bool holdEveryMove);
 
-/// @brief The snapshot as JSON (schema 1), the one rendering behind both
-/// `pathkeeperctl status --json` and pathkeeperd's state file; @p ready is
-/// added as "ready" when given (the state file says whether startup is done).
+/// @brief Writes the snapshot as JSON (schema 1) to @p out, the one rendering
+/// behind both `pathkeeperctl status --json` and pathkeeperd's state file;
+/// @p ready is added as "ready" when given (the state file says whether
+/// startup is done). Streams: nothing the size of the document is built.
+/// Bytes that are not valid UTF-8 come out as U+FFFD.
+void writeSnapshotJson(const StateSnapshot &snapshot, std::optional<bool> ready, std::ostream &out);
+
+/// @brief writeSnapshotJson() into a string.
 std::string snapshotToJson(const StateSnapshot &snapshot, std::optional<bool> ready = {});
 
 /// @brief The admin's commands, as the daemon carries them out. Every
