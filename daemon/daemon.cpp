@@ -3431,16 +3431,17 @@ void Daemon::publish() {
     sd_notify(0, fmt::format("STATUS={}", snap.status).c_str());
     lastStatus_ = snap.status;
   }
+  // One copy, shared with the listeners (the D-Bus publisher keeps it).
+  lastPublished_ = std::make_shared<const StateSnapshot>(std::move(snap));
   // D-Bus first: whoever reads "ready" in the state file finds the same on
   // the bus (main takes the bus name at the first, ready, publication).
   for (const auto &listener : listeners_) {
-    listener(snap);
+    listener(lastPublished_);
   }
   if (!options_.stateFile.empty()) {
-    writeStateFile(snap);
+    writeStateFile(*lastPublished_);
   }
   saveAdminHolds(); // holds that ended with their device or map
-  lastPublished_ = std::move(snap);
 }
 
 void Daemon::loadOwnedWwids() {

@@ -134,7 +134,7 @@ public:
   [[nodiscard]] StateSnapshot snapshot() const;
   /// @brief Called with every new snapshot (after the debounce), on the loop
   /// thread. A snapshot equal to the last one is not handed out again.
-  void onPublish(std::function<void(const StateSnapshot &)> listener) {
+  void onPublish(std::function<void(const SharedSnapshot &)> listener) {
     listeners_.push_back(std::move(listener));
     lastPublished_.reset(); // the new listener has seen nothing yet
   }
@@ -454,8 +454,8 @@ private:
   DmEchoFilter echoes_;      ///< our messages whose dm events are still due
   PendingForwards forwards_; ///< companion mode: path commands multipathd has not confirmed
   std::map<std::string, selector::SelectorKind> selectorOverrides_; ///< SetSelector, by alias
-  std::vector<std::function<void(const StateSnapshot &)>> listeners_;
-  std::optional<StateSnapshot> lastPublished_; ///< what publish() last handed out
+  std::vector<std::function<void(const SharedSnapshot &)>> listeners_;
+  SharedSnapshot lastPublished_;               ///< what publish() last handed out; null before
   std::optional<Clock::time_point> publishAt_; ///< when publishTimer_ fires, if armed
   Clock::time_point nextLatencyMove_{};        ///< publish(): check latencies held until then
   bool ready_ = false;

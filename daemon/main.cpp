@@ -197,7 +197,7 @@ int main(int argc, char **argv) {
         authorizer = std::make_unique<dbus::BusAuthorizer>(*bus);
         publisher = std::make_unique<dbus::DbusPublisher>(*bus, pathkeeperd, *authorizer);
         pathkeeperd.onPublish([&publisher, &bus,
-                               named = false](const daemon::StateSnapshot &snapshot) mutable {
+                               named = false](const daemon::SharedSnapshot &snapshot) mutable {
           try {
             publisher->publish(snapshot);
           } catch (const sdbus::Error &e) {

@@ -2,6 +2,7 @@
 
 #include "bus_names.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -151,12 +152,11 @@ sd_bus *sdBusOf(sdbus::IConnection &connection) {
 struct PathObjects::Callbacks {
   static int find(sd_bus * /*bus*/, const char *path, const char * /*interface*/, void *userdata,
                   void **found, sd_bus_error * /*error*/) noexcept {
-    auto &self = *static_cast<PathObjects *>(userdata);
-    auto it = self.views_.find(std::string_view{path});
-    if (it == self.views_.end()) {
+    const auto *view = static_cast<const PathObjects *>(userdata)->find(path);
+    if (view == nullptr) {
       return 0;
     }
-    *found = &it->second;
+    *found = const_cast<PathView *>(view); // the getters only read it
     return 1;
   }
 
@@ -170,26 +170,21 @@ struct PathObjects::Callbacks {
     const std::string_view asked{prefix};
     const bool parent = asked == "/" || asked == self.prefix_ ||
                         (self.prefix_.starts_with(asked) && self.prefix_[asked.size()] == '/');
-    const std::size_t size = parent ? self.views_.size() : 0;
+    const std::size_t size = parent ? self.byDevice_.size() : 0;
     // NOLINTBEGIN(cppcoreguidelines-no-malloc,cppcoreguidelines-owning-memory)
     auto **list = static_cast<char **>(std::calloc(size + 1, sizeof(char *)));
     if (list == nullptr) {
       return -ENOMEM;
     }
-    std::size_t count = 0;
-    for (const auto &entry : self.views_) {
-      if (count == size) {
-        break;
-      }
-      list[count] = strdup(entry.first.c_str());
-      if (list[count] == nullptr) {
-        for (std::size_t i = 0; i < count; ++i) {
-          std::free(list[i]);
+    for (std::size_t i = 0; i < size; ++i) {
+      list[i] = strdup(objectPathOf(ObjectKind::Path, self.byDevice_[i]->device).c_str());
+      if (list[i] == nullptr) {
+        for (std::size_t j = 0; j < i; ++j) {
+          std::free(list[j]);
         }
         std::free(list);
         return -ENOMEM;
       }
-      ++count;
     }
     // NOLINTEND(cppcoreguidelines-no-malloc,cppcoreguidelines-owning-memory)
     *nodes = list;
@@ -201,7 +196,8 @@ void PathObjects::Slot::operator()(sd_bus_slot *slot) const noexcept {
   sd_bus_slot_unref(slot);
 }
 
-PathObjects::PathObjects(sd_bus *bus) : bus_(bus), prefix_(pathsPrefix()) {
+PathObjects::PathObjects(sd_bus *bus)
+    : bus_(bus), prefix_(pathsPrefix()), shown_(std::make_shared<const daemon::StateSnapshot>()) {
   const auto &prefix = prefix_;
   sd_bus_slot *slot = nullptr;
   throwIfFailed(sd_bus_add_fallback_vtable(bus_, &slot, prefix.c_str(), kPathInterface, kPathVtable,
@@ -217,40 +213,66 @@ PathObjects::PathObjects(sd_bus *bus) : bus_(bus), prefix_(pathsPrefix()) {
 
 PathObjects::~PathObjects() = default;
 
-void PathObjects::add(const PathView &view) {
-  const auto path = objectPathOf(ObjectKind::Path, view.device);
-  views_.insert_or_assign(path, view);
-  throwIfFailed(sd_bus_emit_object_added(bus_, path.c_str()), "emit InterfacesAdded", path);
+void PathObjects::show(daemon::SharedSnapshot snapshot) {
+  shown_ = snapshot ? std::move(snapshot) : std::make_shared<const daemon::StateSnapshot>();
+  byDevice_.clear();
+  byDevice_.reserve(shown_->paths.size());
+  for (const auto &view : shown_->paths) {
+    byDevice_.push_back(&view);
+  }
+  std::ranges::sort(byDevice_, {}, &PathView::device); // the daemon's are sorted already
+}
+
+const PathView *PathObjects::findDevice(std::string_view device) const {
+  const auto it = std::ranges::lower_bound(byDevice_, device, {}, &PathView::device);
+  return it != byDevice_.end() && (*it)->device == device ? *it : nullptr;
+}
+
+const PathView *PathObjects::find(std::string_view objectPath) const {
+  if (objectPath.size() <= prefix_.size() + 1 || !objectPath.starts_with(prefix_) ||
+      objectPath[prefix_.size()] != '/') {
+    return nullptr;
+  }
+  const auto element = objectPath.substr(prefix_.size() + 1);
+  const auto device = unescapePathLabel(element);
+  if (!device) {
+    return nullptr; // below a path object, or not an escaped name
+  }
+  const auto *view = findDevice(*device);
+  // One object path per device: another spelling of its name is no object.
+  return view != nullptr && escapePathLabel(view->device) == element ? view : nullptr;
+}
+
+void PathObjects::emit(const std::string &device, std::string_view what,
+                       const std::function<int(const char *objectPath)> &send) const {
+  if (findDevice(device) == nullptr) {
+    return; // not shown: there is no such object to announce
+  }
+  const auto path = objectPathOf(ObjectKind::Path, device);
+  throwIfFailed(send(path.c_str()), what, path);
+}
+
+void PathObjects::add(const std::string &device) {
+  emit(device, "emit InterfacesAdded",
+       [this](const char *path) { return sd_bus_emit_object_added(bus_, path); });
 }
 
 void PathObjects::remove(const std::string &device) {
-  const auto path = objectPathOf(ObjectKind::Path, device);
-  auto it = views_.find(path);
-  if (it == views_.end()) {
-    return;
-  }
-  // sd-bus lists the interfaces the object has, so it goes after the signal.
-  const int result = sd_bus_emit_object_removed(bus_, path.c_str());
-  views_.erase(it);
-  throwIfFailed(result, "emit InterfacesRemoved", path);
+  emit(device, "emit InterfacesRemoved",
+       [this](const char *path) { return sd_bus_emit_object_removed(bus_, path); });
 }
 
-void PathObjects::change(const PathView &view, const std::vector<std::string> &properties) {
-  const auto path = objectPathOf(ObjectKind::Path, view.device);
-  auto it = views_.find(path);
-  if (it == views_.end()) {
-    return;
-  }
-  it->second = view;
+void PathObjects::change(const std::string &device, const std::vector<std::string> &properties) {
   std::vector<char *> names;
   names.reserve(properties.size() + 1);
   for (const auto &name : properties) {
     names.push_back(const_cast<char *>(name.c_str())); // sd-bus only reads them
   }
   names.push_back(nullptr);
-  throwIfFailed(sd_bus_emit_properties_changed_strv(bus_, path.c_str(), kPathInterface,
-                                                    properties.empty() ? nullptr : names.data()),
-                "emit PropertiesChanged", path);
+  emit(device, "emit PropertiesChanged", [&](const char *path) {
+    return sd_bus_emit_properties_changed_strv(bus_, path, kPathInterface,
+                                               properties.empty() ? nullptr : names.data());
+  });
 }
 
 } // namespace pathkeeper::dbus

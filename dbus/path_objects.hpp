@@ -15,15 +15,19 @@
 // a client sees (introspection, Properties, GetManagedObjects, the
 // ObjectManager's and PropertiesChanged signals) is unchanged.
 //
+// The objects are the paths of the snapshot shown (show()), and their
+// properties are read from it: no copy of the views is kept here.
+//
 // Everything runs on the thread that processes the connection: sd-bus calls
 // the vtable from sdbus-c++'s processPendingRequest(), and the emitting
 // methods must be called there too.
 
 #include "state_model.hpp"
 
-#include <map>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct sd_bus;
@@ -49,16 +53,22 @@ public:
   PathObjects(const PathObjects &) = delete;
   PathObjects &operator=(const PathObjects &) = delete;
 
-  /// @brief Adds @p view's object and emits InterfacesAdded.
-  void add(const daemon::PathView &view);
-  /// @brief Emits InterfacesRemoved for @p device's object and removes it.
+  /// @brief Serves @p snapshot's paths from now on (kept until the next).
+  /// Emits nothing: the publisher announces what changed, removals before
+  /// (they list the interfaces of an object still served), the rest after.
+  void show(daemon::SharedSnapshot snapshot);
+
+  /// @brief Emits InterfacesAdded for @p device, a path of the snapshot shown.
+  void add(const std::string &device);
+  /// @brief Emits InterfacesRemoved for @p device, a path of the snapshot
+  /// shown (so, before the snapshot without it is shown).
   void remove(const std::string &device);
-  /// @brief Makes @p view the object's state and emits PropertiesChanged for
-  /// @p properties (all properties that emit changes when empty).
-  void change(const daemon::PathView &view, const std::vector<std::string> &properties);
+  /// @brief Emits PropertiesChanged for @p properties of @p device (all
+  /// properties that emit changes when empty).
+  void change(const std::string &device, const std::vector<std::string> &properties);
 
   /// @brief How many objects there are.
-  [[nodiscard]] std::size_t size() const { return views_.size(); }
+  [[nodiscard]] std::size_t size() const { return byDevice_.size(); }
 
 private:
   struct Slot {
@@ -67,9 +77,18 @@ private:
 
   struct Callbacks; ///< what sd-bus calls: the vtable's find and the enumerator
 
+  /// @brief The path shown for the object at @p objectPath; null when none.
+  [[nodiscard]] const daemon::PathView *find(std::string_view objectPath) const;
+  /// @brief The path shown as @p device; null when none.
+  [[nodiscard]] const daemon::PathView *findDevice(std::string_view device) const;
+  /// @brief Emits for @p device's object; throws sdbus::Error when that fails.
+  void emit(const std::string &device, std::string_view what,
+            const std::function<int(const char *objectPath)> &send) const;
+
   sd_bus *bus_;
-  std::string prefix_;                                         ///< kRootPath/paths
-  std::map<std::string, daemon::PathView, std::less<>> views_; ///< by object path
+  std::string prefix_;                             ///< kRootPath/paths
+  daemon::SharedSnapshot shown_;                   ///< never null
+  std::vector<const daemon::PathView *> byDevice_; ///< shown_'s paths, sorted
   std::unique_ptr<sd_bus_slot, Slot> vtable_;
   std::unique_ptr<sd_bus_slot, Slot> enumerator_;
 };

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -147,7 +148,7 @@ class ManagerObject final
     : public sdbus::AdaptorInterfaces<gen::Manager_adaptor, sdbus::ObjectManager_adaptor,
                                       sdbus::Properties_adaptor> {
 public:
-  ManagerObject(sdbus::IConnection &connection, const StateSnapshot &current,
+  ManagerObject(sdbus::IConnection &connection, const daemon::SharedSnapshot &current,
                 daemon::Commands &commands, Authorizer &authorizer)
       : AdaptorInterfaces(connection, kRootPath), current_(current), commands_(commands),
         authorizer_(authorizer) {
@@ -161,44 +162,47 @@ private:
   using Check = std::function<std::optional<MethodError>()>;
   using Run = std::function<Expected<void>()>;
 
-  std::string Version() override { return current_.version; }
-  std::string Mode() override { return current_.mode; }
-  std::string Status() override { return current_.status; }
+  std::string Version() override { return current_->version; }
+  std::string Mode() override { return current_->mode; }
+  std::string Status() override { return current_->status; }
 
   void Reconfigure(sdbus::Result<> &&result) override {
     guarded(std::move(result), "Reconfigure", nullptr, [this] { return commands_.reconfigure(); });
   }
   void FailPath(sdbus::Result<> &&result, std::string device) override {
     guarded(
-        std::move(result), "FailPath", [this, device] { return checkPathExists(current_, device); },
+        std::move(result), "FailPath",
+        [this, device] { return checkPathExists(*current_, device); },
         [this, device] { return commands_.failPath(device); });
   }
   void ReinstatePath(sdbus::Result<> &&result, std::string device) override {
     guarded(
         std::move(result), "ReinstatePath",
-        [this, device] { return checkPathExists(current_, device); },
+        [this, device] { return checkPathExists(*current_, device); },
         [this, device] { return commands_.reinstatePath(device); });
   }
   void SwitchGroup(sdbus::Result<> &&result, std::string map, std::uint32_t group) override {
     guarded(
         std::move(result), "SwitchGroup",
-        [this, map, group] { return checkGroup(current_, map, group); },
+        [this, map, group] { return checkGroup(*current_, map, group); },
         [this, map, group] { return commands_.switchGroup(map, group); });
   }
   void DisableQueueing(sdbus::Result<> &&result, std::string map) override {
     guarded(
-        std::move(result), "DisableQueueing", [this, map] { return checkMapExists(current_, map); },
+        std::move(result), "DisableQueueing",
+        [this, map] { return checkMapExists(*current_, map); },
         [this, map] { return commands_.disableQueueing(map); });
   }
   void RestoreQueueing(sdbus::Result<> &&result, std::string map) override {
     guarded(
-        std::move(result), "RestoreQueueing", [this, map] { return checkMapExists(current_, map); },
+        std::move(result), "RestoreQueueing",
+        [this, map] { return checkMapExists(*current_, map); },
         [this, map] { return commands_.restoreQueueing(map); });
   }
   void SetSelector(sdbus::Result<> &&result, std::string map, std::string selector) override {
     guarded(
         std::move(result), "SetSelector",
-        [this, map, selector] { return checkSelector(current_, map, selector); },
+        [this, map, selector] { return checkSelector(*current_, map, selector); },
         [this, map, selector] { return commands_.setSelector(map, selector); });
   }
   void Rescan(sdbus::Result<> &&result) override {
@@ -272,7 +276,7 @@ private:
     }
   }
 
-  const StateSnapshot &current_;
+  const daemon::SharedSnapshot &current_; ///< the Tree's, never null
   daemon::Commands &commands_;
   Authorizer &authorizer_;
   std::set<std::shared_ptr<sdbus::Result<>>> owed_; ///< answers still to come (answerWhenDone)
@@ -368,7 +372,7 @@ struct DbusPublisher::Tree {
       : connection(bus), manager(bus, current, commands, authorizer), paths(sdBusOf(bus)) {}
 
   sdbus::IConnection &connection;
-  StateSnapshot current;
+  daemon::SharedSnapshot current = std::make_shared<const StateSnapshot>();
   ManagerObject manager;
   std::map<std::string, std::unique_ptr<MapObject>> maps;
   PathObjects paths;
@@ -383,7 +387,7 @@ DbusPublisher::DbusPublisher(sdbus::IConnection &connection, daemon::Commands &c
 DbusPublisher::~DbusPublisher() = default;
 
 const StateSnapshot &DbusPublisher::published() const {
-  return tree_->current;
+  return *tree_->current;
 }
 
 namespace {
@@ -419,53 +423,99 @@ void apply(sdbus::IConnection &connection, const ObjectChange &change,
   }
 }
 
-// The same for the Path objects, which are served without an object each.
-void apply(PathObjects &objects, const ObjectChange &change,
-           const std::map<std::string, const PathView *> &views) {
+// The same for the Path objects, which are served from the snapshot.
+void apply(PathObjects &objects, const ObjectChange &change) {
   switch (change.type) {
   case ObjectChange::Type::Removed:
     objects.remove(change.key);
     break;
   case ObjectChange::Type::Added:
-    objects.add(*views.at(change.key));
+    objects.add(change.key);
     break;
   case ObjectChange::Type::PropertiesChanged:
-    objects.change(*views.at(change.key), change.properties);
+    objects.change(change.key, change.properties);
     break;
   }
 }
 
+// Changes that could not be carried out: each is tried, and the publication
+// ends with one error that counts them and quotes the first.
+class Failures {
+public:
+  void run(const ObjectChange &change, const std::function<void()> &carryOut) {
+    try {
+      carryOut();
+    } catch (const sdbus::Error &e) {
+      if (count_++ == 0) {
+        first_ = fmt::format("{} {}: {}", objectPathOf(change.kind, change.key),
+                             change.type == ObjectChange::Type::Added     ? "added"
+                             : change.type == ObjectChange::Type::Removed ? "removed"
+                                                                          : "changed",
+                             e.getMessage());
+      }
+    }
+  }
+  void throwIfAny(std::size_t of) const {
+    if (count_ > 0) {
+      throw sdbus::Error(kErrorFailed, fmt::format("{} of {} changes not announced, the first: {}",
+                                                   count_, of, first_));
+    }
+  }
+
+private:
+  std::size_t count_ = 0;
+  std::string first_;
+};
+
 } // namespace
 
-void DbusPublisher::publish(const StateSnapshot &snapshot) {
-  auto changes = diffSnapshots(tree_->current, snapshot);
-  tree_->current = snapshot;
-  const auto &now = tree_->current;
+void DbusPublisher::publish(daemon::SharedSnapshot snapshot) {
+  auto &tree = *tree_;
+  const auto changes = diffSnapshots(*tree.current, *snapshot);
+  Failures failures;
+  const auto isPathRemoval = [](const ObjectChange &change) {
+    return change.kind == ObjectKind::Path && change.type == ObjectChange::Type::Removed;
+  };
+  // InterfacesRemoved lists the interfaces the object has: a Path object's
+  // goes out while the old snapshot still serves it.
+  for (const auto &change : changes) {
+    if (isPathRemoval(change)) {
+      failures.run(change, [&] { apply(tree.paths, change); });
+    }
+  }
+  tree.current = std::move(snapshot);
+  tree.paths.show(tree.current);
+  const auto &now = *tree.current;
   const auto maps = byKey<std::string>(now.maps, [](const MapView &v) { return v.alias; });
-  const auto paths = byKey<std::string>(now.paths, [](const PathView &v) { return v.device; });
   const auto portals =
       byKey<std::string>(now.portals, [](const PortalView &v) { return portalKey(v); });
   const auto findings =
       byKey<std::string>(now.findings, [](const FindingView &v) { return v.key; });
   for (const auto &change : changes) {
-    switch (change.kind) {
-    case ObjectKind::Map:
-      apply(tree_->connection, change, tree_->maps, maps);
-      break;
-    case ObjectKind::Path:
-      apply(tree_->paths, change, paths);
-      break;
-    case ObjectKind::Portal:
-      apply(tree_->connection, change, tree_->portals, portals);
-      break;
-    case ObjectKind::Finding:
-      apply(tree_->connection, change, tree_->findings, findings);
-      break;
-    case ObjectKind::Manager:
-      tree_->manager.emitPropertiesChangedSignal(kManagerInterface, change.properties);
-      break;
+    if (isPathRemoval(change)) {
+      continue;
     }
+    failures.run(change, [&] {
+      switch (change.kind) {
+      case ObjectKind::Map:
+        apply(tree.connection, change, tree.maps, maps);
+        break;
+      case ObjectKind::Path:
+        apply(tree.paths, change);
+        break;
+      case ObjectKind::Portal:
+        apply(tree.connection, change, tree.portals, portals);
+        break;
+      case ObjectKind::Finding:
+        apply(tree.connection, change, tree.findings, findings);
+        break;
+      case ObjectKind::Manager:
+        tree.manager.emitPropertiesChangedSignal(kManagerInterface, change.properties);
+        break;
+      }
+    });
   }
+  failures.throwIfAny(changes.size());
 }
 
 } // namespace pathkeeper::dbus

@@ -67,8 +67,12 @@ public:
 
   /// @brief Makes @p snapshot the published state: adds and removes objects
   /// (InterfacesAdded/InterfacesRemoved) and emits PropertiesChanged for the
-  /// properties whose value changed. Call it on the loop thread only.
-  void publish(const daemon::StateSnapshot &snapshot);
+  /// properties whose value changed. Keeps @p snapshot (the Path objects are
+  /// served from it). Call it on the loop thread only.
+  /// @throws sdbus::Error when some change could not be carried out (the bus
+  /// went away, an object path was taken); every other change still is, and
+  /// @p snapshot is the published state all the same.
+  void publish(daemon::SharedSnapshot snapshot);
 
   /// @brief The state last published.
   [[nodiscard]] const daemon::StateSnapshot &published() const;

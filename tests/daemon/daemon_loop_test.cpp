@@ -421,8 +421,8 @@ protected:
     daemon_ = std::make_unique<Daemon>(*loop_, options(), dm_);
     published_.reset();
     publications_ = 0;
-    daemon_->onPublish([this](const StateSnapshot &snap) {
-      published_ = snap;
+    daemon_->onPublish([this](const SharedSnapshot &snap) {
+      published_ = *snap;
       ++publications_;
     });
     daemon_->start();

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -332,6 +333,21 @@ protected:
     return lines.value_or(std::vector<std::string>{});
   }
 
+  // A client on a connection of its own that records every change the
+  // daemon announces once this returns.
+  struct ChangeWatch {
+    std::unique_ptr<sdbus::IConnection> connection = sdbus::createSystemBusConnection();
+    ctl::DaemonClient client{*connection};
+    std::vector<ctl::BusChange> changes;
+  };
+  static std::unique_ptr<ChangeWatch> watchChanges() {
+    auto watch = std::make_unique<ChangeWatch>();
+    watch->client.watch(
+        [changes = &watch->changes](const ctl::BusChange &change) { changes->push_back(change); });
+    static_cast<void>(watch->client.snapshot()); // the matches are installed once this answers
+    return watch;
+  }
+
   std::string serverCalls() {
     auto lines = server("calls");
     return lines.empty() ? "" : lines.back();
@@ -573,11 +589,9 @@ TEST_F(DbusHost, BusctlReadsPropertiesTreeAndManagedObjects) {
 
 TEST_F(DbusHost, ChangesArriveAsPropertiesChangedAndInterfacesAddedRemoved) {
   startServer();
-  auto connection = sdbus::createSystemBusConnection();
-  ctl::DaemonClient client(*connection);
-  std::vector<ctl::BusChange> changes;
-  client.watch([&](const ctl::BusChange &change) { changes.push_back(change); });
-  static_cast<void>(client.snapshot()); // the matches are installed once this answers
+  auto watch = watchChanges();
+  auto &connection = watch->connection;
+  auto &changes = watch->changes;
 
   server("set sdc down failed");
   auto has = [&](ctl::BusChange::Type type, const std::string &path,
@@ -642,6 +656,41 @@ TEST_F(DbusHost, ChangesArriveAsPropertiesChangedAndInterfacesAddedRemoved) {
   EXPECT_EQ(changes[1].interface, kPathInterface);
   EXPECT_EQ(changes[1].properties.at("Device").get<std::string>(), "sdy");
   EXPECT_EQ(changes[1].properties.size(), 22U);
+}
+
+// One change the publisher cannot carry out (here, another object took the
+// new map's object path) must not cost the changes after it: the new path
+// and the Manager's Status are announced all the same, and the error says
+// what was not.
+TEST_F(DbusHost, AChangeThatCannotBeAnnouncedDoesNotHoldBackTheOthers) {
+  startServer();
+  auto watch = watchChanges();
+  auto &connection = watch->connection;
+  auto &changes = watch->changes;
+
+  server("squat-map mpathz");
+  const auto reply = server("add-map mpathz sdm");
+  const auto mpathz = objectPathOf(ObjectKind::Map, "mpathz");
+  const auto sdm = objectPathOf(ObjectKind::Path, "sdm");
+  ASSERT_EQ(reply.size(), 1U);
+  EXPECT_THAT(reply[0], ::testing::StartsWith("publish-error: 1 of 3 changes not announced, the "
+                                              "first: " +
+                                              mpathz + " added: "));
+  using Type = ctl::BusChange::Type;
+  const auto seen = [&](Type type, const std::string &path) {
+    return std::ranges::any_of(changes, [&](const ctl::BusChange &change) {
+      return change.type == type && change.objectPath == path;
+    });
+  };
+  EXPECT_TRUE(
+      pump(*connection,
+           [&] { return seen(Type::Added, sdm) && seen(Type::PropertiesChanged, kRootPath); }))
+      << changes.size() << " changes seen";
+  EXPECT_FALSE(seen(Type::Added, mpathz));
+  const auto map = busctl({"get-property", kBusName, sdm, kPathInterface, "Map"});
+  EXPECT_EQ(map.out, "s \"mpathz\"\n");
+  const auto status = busctl({"get-property", kBusName, kRootPath, kManagerInterface, "Status"});
+  EXPECT_THAT(status.out, ::testing::HasSubstr("4 maps, 7 paths"));
 }
 
 TEST_F(DbusHost, UnprivilegedCallerReadsEverythingAndIsRefusedEveryMethod) {

@@ -7,13 +7,18 @@
 //   remove-path DEV         the path disappears
 //   add-path DEV            a path in no map appears
 //   paths N                 the sample plus N more paths in no map
+//   squat-map ALIAS         registers the Map interface at ALIAS's object path
+//                           outside the publisher (its own registration fails)
+//   add-map ALIAS DEV       a map ALIAS with one path DEV appears
 //   calls                   prints "calls: <call>; <call>; ..." (what Commands got)
 //   hold                    the next commands are answered later, as companion
 //                           mode answers with multipathd's reply (answerWhenDone)
 //   answer ok|TEXT          answers the held commands: success, or the error TEXT
 //   quit
 // Every command is answered with "ok" (after "calls:" for calls) once the
-// snapshot is published; "ready" is printed once the name is owned.
+// snapshot is published, preceded by "publish-error: TEXT" when the
+// publisher could not announce every change; "ready" is printed once the
+// name is owned.
 
 #include "bus_loop.hpp"
 #include "bus_names.hpp"
@@ -26,6 +31,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,7 +50,7 @@ public:
 
   void attach(dbus::DbusPublisher &publisher) {
     publisher_ = &publisher;
-    publisher_->publish(snapshot_);
+    publish();
   }
 
   Expected<void> reconfigure() override { return record("reconfigure"); }
@@ -84,6 +90,16 @@ public:
     held_.push_back(std::move(done));
   }
 
+  // Registers the Map interface at @p alias's object path itself, so that
+  // the publisher's own registration of that map fails.
+  void squatMap(sdbus::IConnection &connection, const std::string &alias) {
+    squatter_ = sdbus::createObject(connection, dbus::objectPathOf(dbus::ObjectKind::Map, alias));
+    squatter_->registerProperty("Alias").onInterface(dbus::kMapInterface).withGetter([alias] {
+      return alias;
+    });
+    squatter_->finishRegistration();
+  }
+
   // One stdin line; false on quit.
   bool command(const std::string &line) {
     std::istringstream in(line);
@@ -100,13 +116,13 @@ public:
       std::string device;
       in >> device;
       std::erase_if(snapshot_.paths, [&](const auto &path) { return path.device == device; });
-      publisher_->publish(snapshot_);
+      publish();
     } else if (verb == "add-path") {
       std::string device;
       in >> device;
       snapshot_.paths.push_back(dbus::sample::samplePath(device, "", "10.10.1.20", "eth1", "", 9));
       std::ranges::sort(snapshot_.paths, {}, &daemon::PathView::device);
-      publisher_->publish(snapshot_);
+      publish();
     } else if (verb == "paths") {
       unsigned count = 0;
       in >> count;
@@ -117,7 +133,20 @@ public:
       }
       std::ranges::sort(big.paths, {}, &daemon::PathView::device);
       snapshot_ = big;
-      publisher_->publish(snapshot_);
+      publish();
+    } else if (verb == "add-map") {
+      std::string alias, device;
+      in >> alias >> device;
+      auto map = snapshot_.maps.front();
+      map.alias = alias;
+      snapshot_.maps.push_back(map);
+      std::ranges::sort(snapshot_.maps, {}, &daemon::MapView::alias);
+      snapshot_.paths.push_back(
+          dbus::sample::samplePath(device, alias, "10.10.1.20", "eth1", "upper", 11));
+      std::ranges::sort(snapshot_.paths, {}, &daemon::PathView::device);
+      snapshot_.status =
+          fmt::format("{} maps, {} paths", snapshot_.maps.size(), snapshot_.paths.size());
+      publish();
     } else if (verb == "hold") {
       hold_ = true;
     } else if (verb == "answer") {
@@ -127,6 +156,10 @@ public:
       for (auto &done : std::exchange(held_, {})) {
         done(text == "ok" ? Expected<void>{} : Expected<void>(fail(text)));
       }
+    } else if (verb == "squat-map") {
+      std::string alias;
+      in >> alias;
+      squatMap(*bus, alias);
     } else if (verb == "calls") {
       std::cout << "calls: " << fmt::format("{}", fmt::join(calls_, "; ")) << "\n";
     } else {
@@ -136,7 +169,19 @@ public:
     return true;
   }
 
+  sdbus::IConnection *bus = nullptr; ///< for squat-map
+
 private:
+  // Publishes a copy of the snapshot, as the daemon hands out each of its
+  // own; what could not be announced is printed before the "ok".
+  void publish() {
+    try {
+      publisher_->publish(std::make_shared<const daemon::StateSnapshot>(snapshot_));
+    } catch (const sdbus::Error &e) {
+      std::cout << "publish-error: " << e.getMessage() << "\n";
+    }
+  }
+
   Expected<void> record(std::string call) {
     calls_.push_back(std::move(call));
     return {};
@@ -149,7 +194,7 @@ private:
       }
     }
     if (publisher_ != nullptr) {
-      publisher_->publish(snapshot_);
+      publish();
     }
   }
 
@@ -176,7 +221,7 @@ private:
         std::ranges::count_if(snapshot_.maps, [](const auto &m) { return m.state != "ok"; });
     snapshot_.status = fmt::format("{} maps, {} paths, {} degraded", snapshot_.maps.size(),
                                    snapshot_.paths.size(), degraded);
-    publisher_->publish(snapshot_);
+    publish();
   }
 
   daemon::StateSnapshot snapshot_;
@@ -184,6 +229,7 @@ private:
   std::vector<std::string> calls_;
   bool hold_ = false;
   std::vector<Done> held_;
+  std::unique_ptr<sdbus::IObject> squatter_;
 };
 
 } // namespace
@@ -195,6 +241,7 @@ int main() {
     FakeDaemon fake;
     dbus::BusAuthorizer authorizer(*connection);
     dbus::DbusPublisher publisher(*connection, fake, authorizer);
+    fake.bus = connection.get();
     fake.attach(publisher);
     dbus::BusLoopAttachment attachment(*connection, loop);
     connection->requestName(dbus::kBusName);
