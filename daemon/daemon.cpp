@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <charconv>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <stdexcept>
@@ -75,9 +76,16 @@ Expected<void> replaceFile(const fs::path &file, const std::function<void(std::o
   const fs::path tmp = file.string() + std::string(tmpSuffix);
   {
     std::ofstream out(tmp, std::ios::trunc);
+    if (!out.is_open()) {
+      return fail(fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
+    }
     write(out);
     if (!out.flush()) {
-      return fail("cannot write " + tmp.string());
+      const int error = errno;
+      out.close();
+      fs::remove(tmp, ec); // no half-written file left beside it
+      return fail(fmt::format("cannot write {}{}", tmp.string(),
+                              error != 0 ? std::string(": ") + std::strerror(error) : ""));
     }
   }
   fs::rename(tmp, file, ec);
@@ -3433,13 +3441,14 @@ void Daemon::publish() {
   }
   // One copy, shared with the listeners (the D-Bus publisher keeps it).
   lastPublished_ = std::make_shared<const StateSnapshot>(std::move(snap));
+  const SharedSnapshot published = lastPublished_; // whatever a listener does
   // D-Bus first: whoever reads "ready" in the state file finds the same on
   // the bus (main takes the bus name at the first, ready, publication).
   for (const auto &listener : listeners_) {
-    listener(lastPublished_);
+    listener(published);
   }
   if (!options_.stateFile.empty()) {
-    writeStateFile(*lastPublished_);
+    writeStateFile(*published);
   }
   saveAdminHolds(); // holds that ended with their device or map
 }

@@ -196,27 +196,27 @@ int main(int argc, char **argv) {
         attachment = std::make_unique<dbus::BusLoopAttachment>(*bus, loop);
         authorizer = std::make_unique<dbus::BusAuthorizer>(*bus);
         publisher = std::make_unique<dbus::DbusPublisher>(*bus, pathkeeperd, *authorizer);
-        pathkeeperd.onPublish([&publisher, &bus,
-                               named = false](const daemon::SharedSnapshot &snapshot) mutable {
-          try {
-            publisher->publish(snapshot);
-          } catch (const sdbus::Error &e) {
-            // The bus went away (dbus-daemon restarted): the maps and the
-            // state file are the daemon's job, D-Bus is a view of them.
-            daemon::log::error(std::string("D-Bus: cannot publish the state: ") + e.getMessage());
-            return;
-          }
-          if (!named) {
-            named = true;
-            try {
-              bus->requestName(dbus::kBusName);
-              daemon::log::info(std::string("D-Bus: ") + dbus::kBusName + " on the system bus");
-            } catch (const sdbus::Error &e) {
-              daemon::log::error(std::string("D-Bus: cannot own ") + dbus::kBusName + ": " +
-                                 e.getMessage() + " (is the bus policy installed?)");
-            }
-          }
-        });
+        pathkeeperd.onPublish(
+            [&publisher, &bus, named = false](const daemon::SharedSnapshot &snapshot) mutable {
+              try {
+                publisher->publish(snapshot);
+              } catch (const sdbus::Error &e) {
+                // Some change could not be announced (the bus went away, say,
+                // when dbus-daemon restarted); the rest was. The maps and the
+                // state file are the daemon's job, D-Bus is a view of them.
+                daemon::log::error(std::string("D-Bus: ") + e.getMessage());
+              }
+              if (!named) {
+                named = true;
+                try {
+                  bus->requestName(dbus::kBusName);
+                  daemon::log::info(std::string("D-Bus: ") + dbus::kBusName + " on the system bus");
+                } catch (const sdbus::Error &e) {
+                  daemon::log::error(std::string("D-Bus: cannot own ") + dbus::kBusName + ": " +
+                                     e.getMessage() + " (is the bus policy installed?)");
+                }
+              }
+            });
       } catch (const sdbus::Error &e) {
         daemon::log::warning(std::string("no D-Bus API: ") + e.getMessage());
         publisher.reset();

@@ -5,6 +5,7 @@
 #include <concepts>
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 namespace pathkeeper::daemon {
 
@@ -112,7 +113,7 @@ public:
   requires(!std::same_as<T, bool>) void value(T number) {
     start();
     std::array<char, 24> digits{};
-    const auto end = std::to_chars(digits.begin(), digits.end(), number).ptr;
+    const auto end = std::to_chars(digits.data(), digits.data() + digits.size(), number).ptr;
     out_.write(digits.data(), end - digits.data());
   }
   void value(const std::vector<std::string> &texts) {

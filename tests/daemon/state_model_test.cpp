@@ -175,7 +175,10 @@ StateSnapshot everyKindOfValue() {
   snap.paths.push_back(sdc);
   PortalView gateway;
   gateway.address = "10.10.1.20";
-  gateway.reachability = {{"", "unknown"}, {"eth1", "reachable"}, {"eth2", "refused: no"}};
+  gateway.reachability = {{"", "unknown"},
+                          {"eth1", "reachable"},
+                          {"eth2", "refused: no"},
+                          {"eth\"3\x02", "a key to escape"}};
   snap.portals.push_back(gateway);
   PortalView v6;
   v6.address = "fd00::20";
@@ -186,7 +189,7 @@ StateSnapshot everyKindOfValue() {
   wrongEgress.id = "wrong-egress";
   wrongEgress.severity = "warning";
   wrongEgress.summary = "traffic leaves via eth1";
-  wrongEgress.explanation = "two lines\nof text";
+  wrongEgress.explanation = std::string("two lines\nof text\0nul", 21);
   wrongEgress.nics = {"eth2", "eth1"};
   wrongEgress.portals = {"10.10.1.20:3260"};
   wrongEgress.paths = {"sdc"};
