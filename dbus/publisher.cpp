@@ -3,8 +3,8 @@
 #include "bus_names.hpp"
 #include "log.hpp"
 #include "method_checks.hpp"
-#include "path_objects.hpp"
 #include "snapshot_diff.hpp"
+#include "snapshot_objects.hpp"
 
 #include <chrono>
 #include <exception>
@@ -24,64 +24,11 @@ namespace {
 
 namespace gen = org::pathkeeper::PathKeeper1;
 using daemon::FindingView;
-using daemon::MapView;
 using daemon::PathView;
 using daemon::PortalView;
 using daemon::StateSnapshot;
-using GroupsValue =
-    std::vector<sdbus::Struct<std::uint32_t, std::int32_t, std::vector<std::string>>>;
-using DecisionsValue = std::vector<sdbus::Struct<std::int64_t, std::string, std::string>>;
 
 constexpr std::uint32_t kPolkitAllowUserInteraction = 1;
-
-// The adaptor bases' destructors are protected and non-virtual; this final
-// class is owned as itself, never deleted through a base.
-// NOLINTNEXTLINE(cppcoreguidelines-virtual-class-destructor)
-class MapObject final
-    : public sdbus::AdaptorInterfaces<gen::Map_adaptor, sdbus::ManagedObject_adaptor,
-                                      sdbus::Properties_adaptor> {
-public:
-  MapObject(sdbus::IConnection &connection, MapView view)
-      : AdaptorInterfaces(connection, objectPathOf(ObjectKind::Map, view.alias)),
-        view_(std::move(view)) {
-    registerAdaptor();
-  }
-  ~MapObject() { unregisterAdaptor(); }
-  MapObject(const MapObject &) = delete;
-  MapObject &operator=(const MapObject &) = delete;
-
-  void set(const MapView &view) { view_ = view; }
-
-private:
-  std::string Alias() override { return view_.alias; }
-  std::string Wwid() override { return view_.wwid; }
-  std::string DmUuid() override { return view_.dmUuid; }
-  std::string Selector() override { return view_.selector; }
-  std::string State() override { return view_.state; }
-  std::uint32_t ActiveGroup() override { return view_.activeGroup; }
-  std::uint32_t UsablePaths() override { return view_.usablePaths; }
-  std::uint32_t TotalPaths() override { return view_.totalPaths; }
-  bool Queueing() override { return view_.queueing; }
-  std::string NoPathRetry() override { return view_.noPathRetry; }
-  GroupsValue Groups() override {
-    GroupsValue groups;
-    for (const auto &group : view_.groups) {
-      groups.emplace_back(group.number, group.priority, group.paths);
-    }
-    return groups;
-  }
-  std::string Adaptive() override { return view_.adaptive; }
-  std::uint32_t AdaptiveReloads() override { return view_.adaptiveReloads; }
-  DecisionsValue AdaptiveDecisions() override {
-    DecisionsValue decisions;
-    for (const auto &decision : view_.adaptiveDecisions) {
-      decisions.emplace_back(decision.at, decision.action, decision.reason);
-    }
-    return decisions;
-  }
-
-  MapView view_;
-};
 
 // The adaptor bases' destructors are protected and non-virtual; this final
 // class is owned as itself, never deleted through a base.
@@ -369,12 +316,14 @@ void BusAuthorizer::authorize(const std::string &sender, const std::string &meth
 
 struct DbusPublisher::Tree {
   Tree(sdbus::IConnection &bus, daemon::Commands &commands, Authorizer &authorizer)
-      : connection(bus), manager(bus, current, commands, authorizer), paths(sdBusOf(bus)) {}
+      : connection(bus), manager(bus, current, commands, authorizer), sdBus(sdBusOf(bus)),
+        maps(sdBus), paths(sdBus) {}
 
   sdbus::IConnection &connection;
   daemon::SharedSnapshot current = std::make_shared<const StateSnapshot>();
   ManagerObject manager;
-  std::map<std::string, std::unique_ptr<MapObject>> maps;
+  sd_bus *sdBus; ///< connection's, for the objects served from the snapshot
+  MapObjects maps;
   PathObjects paths;
   std::map<std::string, std::unique_ptr<PortalObject>> portals;
   std::map<std::string, std::unique_ptr<FindingObject>> findings;
@@ -403,15 +352,19 @@ void apply(sdbus::IConnection &connection, const ObjectChange &change,
     // Every interface of the object, the standard ones too, as
     // GetManagedObjects lists them: an ObjectManager client that loaded the
     // tree must see the whole object go (and come).
+    // The object goes even when the signal cannot: it is gone from the
+    // state, and a later one with its key must be able to register.
     if (auto it = objects.find(change.key); it != objects.end()) {
-      it->second->emitInterfacesRemovedSignal();
+      const auto object = std::move(it->second);
       objects.erase(it);
+      object->emitInterfacesRemovedSignal();
     }
     break;
   case ObjectChange::Type::Added: {
+    // Served even when the signal cannot go: it is in the state.
     auto object = std::make_unique<Object>(connection, *views.at(change.key));
-    object->emitInterfacesAddedSignal();
-    objects[change.key] = std::move(object);
+    auto &served = objects[change.key] = std::move(object);
+    served->emitInterfacesAddedSignal();
     break;
   }
   case ObjectChange::Type::PropertiesChanged:
@@ -423,8 +376,8 @@ void apply(sdbus::IConnection &connection, const ObjectChange &change,
   }
 }
 
-// The same for the Path objects, which are served from the snapshot.
-void apply(PathObjects &objects, const ObjectChange &change) {
+// The same for the Map and Path objects, which are served from the snapshot.
+template <typename Kind> void apply(SnapshotObjects<Kind> &objects, const ObjectChange &change) {
   switch (change.type) {
   case ObjectChange::Type::Removed:
     objects.remove(change.key);
@@ -470,35 +423,45 @@ private:
 } // namespace
 
 void DbusPublisher::publish(daemon::SharedSnapshot snapshot) {
+  if (!snapshot) {
+    snapshot = std::make_shared<const StateSnapshot>();
+  }
   auto &tree = *tree_;
   const auto changes = diffSnapshots(*tree.current, *snapshot);
   Failures failures;
-  const auto isPathRemoval = [](const ObjectChange &change) {
-    return change.kind == ObjectKind::Path && change.type == ObjectChange::Type::Removed;
+  const auto isServedRemoval = [](const ObjectChange &change) {
+    return (change.kind == ObjectKind::Map || change.kind == ObjectKind::Path) &&
+           change.type == ObjectChange::Type::Removed;
   };
-  // InterfacesRemoved lists the interfaces the object has: a Path object's
-  // goes out while the old snapshot still serves it.
+  // InterfacesRemoved lists the interfaces the object has: a Map or Path
+  // object's goes out while the old snapshot still serves it.
   for (const auto &change : changes) {
-    if (isPathRemoval(change)) {
-      failures.run(change, [&] { apply(tree.paths, change); });
+    if (isServedRemoval(change)) {
+      failures.run(change, [&] {
+        if (change.kind == ObjectKind::Map) {
+          apply(tree.maps, change);
+        } else {
+          apply(tree.paths, change);
+        }
+      });
     }
   }
   tree.current = std::move(snapshot);
+  tree.maps.show(tree.current);
   tree.paths.show(tree.current);
   const auto &now = *tree.current;
-  const auto maps = byKey<std::string>(now.maps, [](const MapView &v) { return v.alias; });
   const auto portals =
       byKey<std::string>(now.portals, [](const PortalView &v) { return portalKey(v); });
   const auto findings =
       byKey<std::string>(now.findings, [](const FindingView &v) { return v.key; });
   for (const auto &change : changes) {
-    if (isPathRemoval(change)) {
+    if (isServedRemoval(change)) {
       continue;
     }
     failures.run(change, [&] {
       switch (change.kind) {
       case ObjectKind::Map:
-        apply(tree.connection, change, tree.maps, maps);
+        apply(tree.maps, change);
         break;
       case ObjectKind::Path:
         apply(tree.paths, change);

@@ -67,8 +67,11 @@ public:
 
   /// @brief Makes @p snapshot the published state: adds and removes objects
   /// (InterfacesAdded/InterfacesRemoved) and emits PropertiesChanged for the
-  /// properties whose value changed. Keeps @p snapshot (the Path objects are
-  /// served from it). Call it on the loop thread only.
+  /// properties whose value changed. Keeps @p snapshot (the Path and Map
+  /// objects are served from it); null stands for the empty state. The
+  /// signals follow diffSnapshots()' order, except that removed paths and
+  /// maps go first (they are announced while still served). Call it on the
+  /// loop thread only.
   /// @throws sdbus::Error when some change could not be carried out (the bus
   /// went away, an object path was taken); every other change still is, and
   /// @p snapshot is the published state all the same.

@@ -659,23 +659,23 @@ TEST_F(DbusHost, ChangesArriveAsPropertiesChangedAndInterfacesAddedRemoved) {
 }
 
 // One change the publisher cannot carry out (here, another object took the
-// new map's object path) must not cost the changes after it: the new path
-// and the Manager's Status are announced all the same, and the error says
-// what was not.
+// new portal's object path) must not cost the others: the new path and the
+// Manager's Status are announced all the same, and the error says what was
+// not.
 TEST_F(DbusHost, AChangeThatCannotBeAnnouncedDoesNotHoldBackTheOthers) {
   startServer();
   auto watch = watchChanges();
   auto &connection = watch->connection;
   auto &changes = watch->changes;
 
-  server("squat-map mpathz");
-  const auto reply = server("add-map mpathz sdm");
-  const auto mpathz = objectPathOf(ObjectKind::Map, "mpathz");
+  server("squat-portal 10.10.1.99");
+  const auto reply = server("add-portal 10.10.1.99 sdm");
+  const auto portal = objectPathOf(ObjectKind::Portal, "10.10.1.99:3260");
   const auto sdm = objectPathOf(ObjectKind::Path, "sdm");
   ASSERT_EQ(reply.size(), 1U);
   EXPECT_THAT(reply[0], ::testing::StartsWith("publish-error: 1 of 3 changes not announced, the "
                                               "first: " +
-                                              mpathz + " added: "));
+                                              portal + " added: "));
   using Type = ctl::BusChange::Type;
   const auto seen = [&](Type type, const std::string &path) {
     return std::ranges::any_of(changes, [&](const ctl::BusChange &change) {
@@ -686,11 +686,11 @@ TEST_F(DbusHost, AChangeThatCannotBeAnnouncedDoesNotHoldBackTheOthers) {
       pump(*connection,
            [&] { return seen(Type::Added, sdm) && seen(Type::PropertiesChanged, kRootPath); }))
       << changes.size() << " changes seen";
-  EXPECT_FALSE(seen(Type::Added, mpathz));
-  const auto map = busctl({"get-property", kBusName, sdm, kPathInterface, "Map"});
-  EXPECT_EQ(map.out, "s \"mpathz\"\n");
+  EXPECT_FALSE(seen(Type::Added, portal));
+  const auto sdmPortal = busctl({"get-property", kBusName, sdm, kPathInterface, "Portal"});
+  EXPECT_EQ(sdmPortal.out, "s \"10.10.1.99:3260,1\"\n");
   const auto status = busctl({"get-property", kBusName, kRootPath, kManagerInterface, "Status"});
-  EXPECT_THAT(status.out, ::testing::HasSubstr("4 maps, 7 paths"));
+  EXPECT_THAT(status.out, ::testing::HasSubstr("3 maps, 7 paths, 4 portals"));
 }
 
 TEST_F(DbusHost, UnprivilegedCallerReadsEverythingAndIsRefusedEveryMethod) {

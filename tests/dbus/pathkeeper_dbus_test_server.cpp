@@ -7,9 +7,9 @@
 //   remove-path DEV         the path disappears
 //   add-path DEV            a path in no map appears
 //   paths N                 the sample plus N more paths in no map
-//   squat-map ALIAS         registers the Map interface at ALIAS's object path
-//                           outside the publisher (its own registration fails)
-//   add-map ALIAS DEV       a map ALIAS with one path DEV appears
+//   squat-portal ADDR       registers the Portal interface at ADDR:3260's object
+//                           path outside the publisher (its own registration fails)
+//   add-portal ADDR DEV     a portal ADDR:3260 and a path DEV on it appear
 //   calls                   prints "calls: <call>; <call>; ..." (what Commands got)
 //   hold                    the next commands are answered later, as companion
 //                           mode answers with multipathd's reply (answerWhenDone)
@@ -90,13 +90,18 @@ public:
     held_.push_back(std::move(done));
   }
 
-  // Registers the Map interface at @p alias's object path itself, so that
-  // the publisher's own registration of that map fails.
-  void squatMap(sdbus::IConnection &connection, const std::string &alias) {
-    squatter_ = sdbus::createObject(connection, dbus::objectPathOf(dbus::ObjectKind::Map, alias));
-    squatter_->registerProperty("Alias").onInterface(dbus::kMapInterface).withGetter([alias] {
-      return alias;
-    });
+  // Registers the Portal interface at @p address's (port 3260) object path
+  // itself, so that the publisher's own registration of that portal fails:
+  // sd-bus takes a second vtable of one interface on one path, but not a
+  // member (Address) that the first already has.
+  void squatPortal(sdbus::IConnection &connection, const std::string &address) {
+    daemon::PortalView portal;
+    portal.address = address;
+    squatter_ = sdbus::createObject(
+        connection, dbus::objectPathOf(dbus::ObjectKind::Portal, dbus::portalKey(portal)));
+    squatter_->registerProperty("Address")
+        .onInterface(dbus::kPortalInterface)
+        .withGetter([address] { return address; });
     squatter_->finishRegistration();
   }
 
@@ -134,18 +139,18 @@ public:
       std::ranges::sort(big.paths, {}, &daemon::PathView::device);
       snapshot_ = big;
       publish();
-    } else if (verb == "add-map") {
-      std::string alias, device;
-      in >> alias >> device;
-      auto map = snapshot_.maps.front();
-      map.alias = alias;
-      snapshot_.maps.push_back(map);
-      std::ranges::sort(snapshot_.maps, {}, &daemon::MapView::alias);
-      snapshot_.paths.push_back(
-          dbus::sample::samplePath(device, alias, "10.10.1.20", "eth1", "upper", 11));
+    } else if (verb == "add-portal") {
+      std::string address, device;
+      in >> address >> device;
+      daemon::PortalView portal;
+      portal.address = address;
+      portal.reachability = {{"eth1", "reachable"}};
+      snapshot_.portals.push_back(portal);
+      std::ranges::sort(snapshot_.portals, {}, &daemon::PortalView::address);
+      snapshot_.paths.push_back(dbus::sample::samplePath(device, "", address, "eth1", "", 11));
       std::ranges::sort(snapshot_.paths, {}, &daemon::PathView::device);
-      snapshot_.status =
-          fmt::format("{} maps, {} paths", snapshot_.maps.size(), snapshot_.paths.size());
+      snapshot_.status = fmt::format("{} maps, {} paths, {} portals", snapshot_.maps.size(),
+                                     snapshot_.paths.size(), snapshot_.portals.size());
       publish();
     } else if (verb == "hold") {
       hold_ = true;
@@ -156,10 +161,10 @@ public:
       for (auto &done : std::exchange(held_, {})) {
         done(text == "ok" ? Expected<void>{} : Expected<void>(fail(text)));
       }
-    } else if (verb == "squat-map") {
-      std::string alias;
-      in >> alias;
-      squatMap(*bus, alias);
+    } else if (verb == "squat-portal") {
+      std::string address;
+      in >> address;
+      squatPortal(*bus, address);
     } else if (verb == "calls") {
       std::cout << "calls: " << fmt::format("{}", fmt::join(calls_, "; ")) << "\n";
     } else {
@@ -169,7 +174,7 @@ public:
     return true;
   }
 
-  sdbus::IConnection *bus = nullptr; ///< for squat-map
+  sdbus::IConnection *bus = nullptr; ///< for squat-portal
 
 private:
   // Publishes a copy of the snapshot, as the daemon hands out each of its

@@ -1,4 +1,4 @@
-#include "path_objects.hpp"
+#include "snapshot_objects.hpp"
 
 #include "bus_names.hpp"
 
@@ -35,13 +35,17 @@ struct MessageHandle : sdbus::Message {
   }
 };
 
-// The node the Path objects hang under: the parent of any Path object's path,
+// The node a kind's objects hang under: the parent of any of their paths,
 // so that bus_names.cpp stays the one place that lays the tree out.
-std::string pathsPrefix() {
-  auto path = objectPathOf(ObjectKind::Path, "");
+std::string nodeOf(ObjectKind kind) {
+  auto path = objectPathOf(kind, "");
   path.resize(path.rfind('/'));
   return path;
 }
+
+using daemon::DecisionView;
+using daemon::GroupView;
+using daemon::MapView;
 
 int append(sd_bus_message *reply, const std::string &value) {
   return sd_bus_message_append_basic(reply, 's', value.c_str());
@@ -63,6 +67,57 @@ int append(sd_bus_message *reply, std::uint32_t value) {
   return sd_bus_message_append_basic(reply, 'u', &value);
 }
 
+// An array of @p signature elements, each appended by @p element; stops at
+// the first error.
+template <typename T, typename Element>
+int appendArray(sd_bus_message *reply, const char *signature, const std::vector<T> &values,
+                Element element) {
+  int result = sd_bus_message_open_container(reply, 'a', signature);
+  for (auto it = values.begin(); result >= 0 && it != values.end(); ++it) {
+    result = element(*it);
+  }
+  return result < 0 ? result : sd_bus_message_close_container(reply);
+}
+
+int append(sd_bus_message *reply, const std::vector<std::string> &values) {
+  return appendArray(reply, "s", values,
+                     [reply](const std::string &value) { return append(reply, value); });
+}
+
+// (number, priority, devices): a(uias).
+int append(sd_bus_message *reply, const std::vector<GroupView> &groups) {
+  return appendArray(reply, "(uias)", groups, [reply](const GroupView &group) {
+    int result = sd_bus_message_open_container(reply, 'r', "uias");
+    if (result >= 0) {
+      result = append(reply, std::uint32_t{group.number});
+    }
+    if (result >= 0) {
+      result = append(reply, std::int32_t{group.priority});
+    }
+    if (result >= 0) {
+      result = append(reply, group.paths);
+    }
+    return result < 0 ? result : sd_bus_message_close_container(reply);
+  });
+}
+
+// (seconds since the epoch, action, reason): a(xss).
+int append(sd_bus_message *reply, const std::vector<DecisionView> &decisions) {
+  return appendArray(reply, "(xss)", decisions, [reply](const DecisionView &decision) {
+    int result = sd_bus_message_open_container(reply, 'r', "xss");
+    if (result >= 0) {
+      result = append(reply, std::int64_t{decision.at});
+    }
+    if (result >= 0) {
+      result = append(reply, decision.action);
+    }
+    if (result >= 0) {
+      result = append(reply, decision.reason);
+    }
+    return result < 0 ? result : sd_bus_message_close_container(reply);
+  });
+}
+
 template <typename T> constexpr const char *signatureOf() {
   if constexpr (std::is_same_v<T, std::string>) {
     return "s";
@@ -74,25 +129,36 @@ template <typename T> constexpr const char *signatureOf() {
     return "x";
   } else if constexpr (std::is_same_v<T, std::int32_t>) {
     return "i";
+  } else if constexpr (std::is_same_v<T, std::vector<GroupView>>) {
+    return "a(uias)";
+  } else if constexpr (std::is_same_v<T, std::vector<DecisionView>>) {
+    return "a(xss)";
   } else {
-    static_assert(std::is_same_v<T, std::uint32_t>, "a PathView field D-Bus has no type for");
+    static_assert(std::is_same_v<T, std::uint32_t>, "a view field D-Bus has no type for");
     return "u";
   }
 }
 
-// sd-bus hands the getter what find() found: the object's PathView.
+template <typename Member> struct MemberOf;
+template <typename Owner, typename T> struct MemberOf<T Owner::*> {
+  using Class = Owner;
+  using Type = T;
+};
+
+// sd-bus hands the getter what find() found: the object's view.
 template <auto Field>
 int get(sd_bus * /*bus*/, const char * /*path*/, const char * /*interface*/,
         const char * /*property*/, sd_bus_message *reply, void *userdata,
         sd_bus_error * /*error*/) noexcept {
-  return append(reply, static_cast<const PathView *>(userdata)->*Field);
+  using Owner = typename MemberOf<decltype(Field)>::Class;
+  return append(reply, static_cast<const Owner *>(userdata)->*Field);
 }
 
 constexpr std::uint64_t kEmitsChange = SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE;
 constexpr std::uint64_t kConst = SD_BUS_VTABLE_PROPERTY_CONST;
 
 template <auto Field, std::uint64_t Flags> sd_bus_vtable property(const char *name) {
-  using T = std::remove_cvref_t<decltype(std::declval<const PathView &>().*Field)>;
+  using T = typename MemberOf<decltype(Field)>::Type;
   return SD_BUS_PROPERTY(name, signatureOf<T>(), get<Field>, 0, Flags);
 }
 
@@ -125,6 +191,27 @@ const sd_bus_vtable kPathVtable[] = {
     SD_BUS_VTABLE_END,
 };
 
+// org.pathkeeper.PathKeeper1.Map as in the XML: the interface emits
+// changes; Alias, the key, is const.
+const sd_bus_vtable kMapVtable[] = {
+    SD_BUS_VTABLE_START(kEmitsChange),
+    property<&MapView::alias, kConst>("Alias"),
+    property<&MapView::wwid, kEmitsChange>("Wwid"),
+    property<&MapView::dmUuid, kEmitsChange>("DmUuid"),
+    property<&MapView::selector, kEmitsChange>("Selector"),
+    property<&MapView::state, kEmitsChange>("State"),
+    property<&MapView::activeGroup, kEmitsChange>("ActiveGroup"),
+    property<&MapView::usablePaths, kEmitsChange>("UsablePaths"),
+    property<&MapView::totalPaths, kEmitsChange>("TotalPaths"),
+    property<&MapView::queueing, kEmitsChange>("Queueing"),
+    property<&MapView::noPathRetry, kEmitsChange>("NoPathRetry"),
+    property<&MapView::groups, kEmitsChange>("Groups"),
+    property<&MapView::adaptive, kEmitsChange>("Adaptive"),
+    property<&MapView::adaptiveReloads, kEmitsChange>("AdaptiveReloads"),
+    property<&MapView::adaptiveDecisions, kEmitsChange>("AdaptiveDecisions"),
+    SD_BUS_VTABLE_END,
+};
+
 void throwIfFailed(int result, std::string_view what, std::string_view path) {
   if (result < 0) {
     throw sdbus::createError(-result, fmt::format("Failed to {} for {}", what, path));
@@ -149,35 +236,52 @@ sd_bus *sdBusOf(sdbus::IConnection &connection) {
   return bus;
 }
 
-struct PathObjects::Callbacks {
+const sd_bus_vtable *PathKind::vtable() {
+  return kPathVtable;
+}
+
+const sd_bus_vtable *MapKind::vtable() {
+  return kMapVtable;
+}
+
+template <typename Kind> struct SnapshotObjects<Kind>::Callbacks {
+  // What throws here (only allocation can) must not unwind through sd-bus.
   static int find(sd_bus * /*bus*/, const char *path, const char * /*interface*/, void *userdata,
                   void **found, sd_bus_error * /*error*/) noexcept {
-    const auto *view = static_cast<const PathObjects *>(userdata)->find(path);
-    if (view == nullptr) {
-      return 0;
+    try {
+      const auto *view = static_cast<const SnapshotObjects *>(userdata)->find(path);
+      if (view == nullptr) {
+        return 0;
+      }
+      *found = const_cast<View *>(view); // the getters only read it
+      return 1;
+    } catch (...) {
+      return -ENOMEM;
     }
-    *found = const_cast<PathView *>(view); // the getters only read it
-    return 1;
   }
 
-  // sd-bus asks for the children of @p prefix: every path object when it is
-  // the paths node or one of its parents (GetManagedObjects, busctl tree),
-  // none below it (introspecting one path). It frees the list (a
+  // sd-bus asks for the children of @p prefix: every object when it is the
+  // kind's node or one of its parents (GetManagedObjects, busctl tree), none
+  // below it (introspecting one object). It frees the list (a
   // NULL-terminated, malloc'd strv).
   static int enumerate(sd_bus * /*bus*/, const char *prefix, void *userdata, char ***nodes,
                        sd_bus_error * /*error*/) noexcept {
-    const auto &self = *static_cast<const PathObjects *>(userdata);
+    const auto &self = *static_cast<const SnapshotObjects *>(userdata);
     const std::string_view asked{prefix};
     const bool parent = asked == "/" || asked == self.prefix_ ||
                         (self.prefix_.starts_with(asked) && self.prefix_[asked.size()] == '/');
-    const std::size_t size = parent ? self.byDevice_.size() : 0;
+    const std::size_t size = parent ? self.byKey_.size() : 0;
     // NOLINTBEGIN(cppcoreguidelines-no-malloc,cppcoreguidelines-owning-memory)
     auto **list = static_cast<char **>(std::calloc(size + 1, sizeof(char *)));
     if (list == nullptr) {
       return -ENOMEM;
     }
     for (std::size_t i = 0; i < size; ++i) {
-      list[i] = strdup(objectPathOf(ObjectKind::Path, self.byDevice_[i]->device).c_str());
+      try {
+        list[i] = strdup(objectPathOf(Kind::kKind, Kind::key(*self.byKey_[i])).c_str());
+      } catch (...) {
+        list[i] = nullptr;
+      }
       if (list[i] == nullptr) {
         for (std::size_t j = 0; j < i; ++j) {
           std::free(list[j]);
@@ -192,87 +296,104 @@ struct PathObjects::Callbacks {
   }
 };
 
-void PathObjects::Slot::operator()(sd_bus_slot *slot) const noexcept {
+template <typename Kind>
+void SnapshotObjects<Kind>::Slot::operator()(sd_bus_slot *slot) const noexcept {
   sd_bus_slot_unref(slot);
 }
 
-PathObjects::PathObjects(sd_bus *bus)
-    : bus_(bus), prefix_(pathsPrefix()), shown_(std::make_shared<const daemon::StateSnapshot>()) {
+template <typename Kind>
+SnapshotObjects<Kind>::SnapshotObjects(sd_bus *bus)
+    : bus_(bus), prefix_(nodeOf(Kind::kKind)),
+      shown_(std::make_shared<const daemon::StateSnapshot>()) {
   const auto &prefix = prefix_;
+  const char *interface = interfaceOf(Kind::kKind);
   sd_bus_slot *slot = nullptr;
-  throwIfFailed(sd_bus_add_fallback_vtable(bus_, &slot, prefix.c_str(), kPathInterface, kPathVtable,
+  throwIfFailed(sd_bus_add_fallback_vtable(bus_, &slot, prefix.c_str(), interface, Kind::vtable(),
                                            &Callbacks::find, this),
-                "register the Path interface", prefix);
+                fmt::format("register {}", interface), prefix);
   vtable_.reset(slot);
   slot = nullptr;
   throwIfFailed(
       sd_bus_add_node_enumerator(bus_, &slot, prefix.c_str(), &Callbacks::enumerate, this),
-      "register the Path objects' enumerator", prefix);
+      "register the objects' enumerator", prefix);
   enumerator_.reset(slot);
 }
 
-PathObjects::~PathObjects() = default;
+template <typename Kind> SnapshotObjects<Kind>::~SnapshotObjects() = default;
 
-void PathObjects::show(daemon::SharedSnapshot snapshot) {
+template <typename Kind> void SnapshotObjects<Kind>::show(daemon::SharedSnapshot snapshot) {
   shown_ = snapshot ? std::move(snapshot) : std::make_shared<const daemon::StateSnapshot>();
-  byDevice_.clear();
-  byDevice_.reserve(shown_->paths.size());
-  for (const auto &view : shown_->paths) {
-    byDevice_.push_back(&view);
+  const auto &views = Kind::views(*shown_);
+  byKey_.clear();
+  byKey_.reserve(views.size());
+  for (const auto &view : views) {
+    byKey_.push_back(&view);
   }
-  std::ranges::sort(byDevice_, {}, &PathView::device); // the daemon's are sorted already
+  // The daemon's are sorted already; stable, so that of two equal keys (a
+  // bug) the first is served, as diffSnapshots() takes the first.
+  std::ranges::stable_sort(
+      byKey_, {}, [](const View *view) -> const std::string & { return Kind::key(*view); });
 }
 
-const PathView *PathObjects::findDevice(std::string_view device) const {
-  const auto it = std::ranges::lower_bound(byDevice_, device, {}, &PathView::device);
-  return it != byDevice_.end() && (*it)->device == device ? *it : nullptr;
+template <typename Kind>
+auto SnapshotObjects<Kind>::findKey(std::string_view key) const -> const View * {
+  const auto it = std::ranges::lower_bound(
+      byKey_, key, {}, [](const View *view) -> const std::string & { return Kind::key(*view); });
+  return it != byKey_.end() && Kind::key(**it) == key ? *it : nullptr;
 }
 
-const PathView *PathObjects::find(std::string_view objectPath) const {
+template <typename Kind>
+auto SnapshotObjects<Kind>::find(std::string_view objectPath) const -> const View * {
   if (objectPath.size() <= prefix_.size() + 1 || !objectPath.starts_with(prefix_) ||
       objectPath[prefix_.size()] != '/') {
     return nullptr;
   }
   const auto element = objectPath.substr(prefix_.size() + 1);
-  const auto device = unescapePathLabel(element);
-  if (!device) {
-    return nullptr; // below a path object, or not an escaped name
+  const auto key = unescapePathLabel(element);
+  if (!key) {
+    return nullptr; // below an object, or not an escaped name
   }
-  const auto *view = findDevice(*device);
-  // One object path per device: another spelling of its name is no object.
-  return view != nullptr && escapePathLabel(view->device) == element ? view : nullptr;
+  const auto *view = findKey(*key);
+  // One object path per key: another spelling of it is no object.
+  return view != nullptr && escapePathLabel(Kind::key(*view)) == element ? view : nullptr;
 }
 
-void PathObjects::emit(const std::string &device, std::string_view what,
-                       const std::function<int(const char *objectPath)> &send) const {
-  if (findDevice(device) == nullptr) {
+template <typename Kind>
+void SnapshotObjects<Kind>::emit(const std::string &key, std::string_view what,
+                                 const std::function<int(const char *objectPath)> &send) const {
+  if (findKey(key) == nullptr) {
     return; // not shown: there is no such object to announce
   }
-  const auto path = objectPathOf(ObjectKind::Path, device);
+  const auto path = objectPathOf(Kind::kKind, key);
   throwIfFailed(send(path.c_str()), what, path);
 }
 
-void PathObjects::add(const std::string &device) {
-  emit(device, "emit InterfacesAdded",
+template <typename Kind> void SnapshotObjects<Kind>::add(const std::string &key) {
+  emit(key, "emit InterfacesAdded",
        [this](const char *path) { return sd_bus_emit_object_added(bus_, path); });
 }
 
-void PathObjects::remove(const std::string &device) {
-  emit(device, "emit InterfacesRemoved",
+template <typename Kind> void SnapshotObjects<Kind>::remove(const std::string &key) {
+  emit(key, "emit InterfacesRemoved",
        [this](const char *path) { return sd_bus_emit_object_removed(bus_, path); });
 }
 
-void PathObjects::change(const std::string &device, const std::vector<std::string> &properties) {
+template <typename Kind>
+void SnapshotObjects<Kind>::change(const std::string &key,
+                                   const std::vector<std::string> &properties) {
   std::vector<char *> names;
   names.reserve(properties.size() + 1);
   for (const auto &name : properties) {
     names.push_back(const_cast<char *>(name.c_str())); // sd-bus only reads them
   }
   names.push_back(nullptr);
-  emit(device, "emit PropertiesChanged", [&](const char *path) {
-    return sd_bus_emit_properties_changed_strv(bus_, path, kPathInterface,
+  emit(key, "emit PropertiesChanged", [&](const char *path) {
+    return sd_bus_emit_properties_changed_strv(bus_, path, interfaceOf(Kind::kKind),
                                                properties.empty() ? nullptr : names.data());
   });
 }
+
+template class SnapshotObjects<PathKind>;
+template class SnapshotObjects<MapKind>;
 
 } // namespace pathkeeper::dbus
