@@ -79,7 +79,14 @@ Expected<void> replaceFile(const fs::path &file, const std::function<void(std::o
     if (!out.is_open()) {
       return fail(fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
     }
-    write(out);
+    errno = 0; // what the flush's failure leaves is its own
+    try {
+      write(out);
+    } catch (...) {
+      out.close();
+      fs::remove(tmp, ec);
+      throw;
+    }
     if (!out.flush()) {
       const int error = errno;
       out.close();

@@ -24,7 +24,6 @@ namespace {
 
 namespace gen = org::pathkeeper::PathKeeper1;
 using daemon::FindingView;
-using daemon::PathView;
 using daemon::PortalView;
 using daemon::StateSnapshot;
 

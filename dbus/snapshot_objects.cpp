@@ -157,37 +157,47 @@ int get(sd_bus * /*bus*/, const char * /*path*/, const char * /*interface*/,
 constexpr std::uint64_t kEmitsChange = SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE;
 constexpr std::uint64_t kConst = SD_BUS_VTABLE_PROPERTY_CONST;
 
-template <auto Field, std::uint64_t Flags> sd_bus_vtable property(const char *name) {
+// A property of a @p View: get<Field> reads the object find() found as
+// one, so a field of another view must not compile into its vtable.
+template <typename View, auto Field, std::uint64_t Flags> sd_bus_vtable property(const char *name) {
+  static_assert(std::is_same_v<typename MemberOf<decltype(Field)>::Class, View>,
+                "a field of another view in this vtable");
   using T = typename MemberOf<decltype(Field)>::Type;
   return SD_BUS_PROPERTY(name, signatureOf<T>(), get<Field>, 0, Flags);
+}
+template <auto Field, std::uint64_t Flags> sd_bus_vtable pathProperty(const char *name) {
+  return property<PathView, Field, Flags>(name);
+}
+template <auto Field, std::uint64_t Flags> sd_bus_vtable mapProperty(const char *name) {
+  return property<MapView, Field, Flags>(name);
 }
 
 // org.pathkeeper.PathKeeper1.Path as in the XML, with the flags the generated
 // adaptor gave it: the interface emits changes; Device, the key, is const.
 const sd_bus_vtable kPathVtable[] = {
     SD_BUS_VTABLE_START(kEmitsChange),
-    property<&PathView::device, kConst>("Device"),
-    property<&PathView::devt, kEmitsChange>("DevT"),
-    property<&PathView::map, kEmitsChange>("Map"),
-    property<&PathView::state, kEmitsChange>("State"),
-    property<&PathView::dmState, kEmitsChange>("DmState"),
-    property<&PathView::checker, kEmitsChange>("Checker"),
-    property<&PathView::failures, kEmitsChange>("Failures"),
-    property<&PathView::shaky, kEmitsChange>("Shaky"),
-    property<&PathView::latencyUs, kEmitsChange>("LatencyUs"),
-    property<&PathView::alua, kEmitsChange>("Alua"),
-    property<&PathView::wwid, kEmitsChange>("Wwid"),
-    property<&PathView::target, kEmitsChange>("Target"),
-    property<&PathView::portal, kEmitsChange>("Portal"),
-    property<&PathView::netdev, kEmitsChange>("NetDev"),
-    property<&PathView::controller, kEmitsChange>("Controller"),
-    property<&PathView::sessionId, kEmitsChange>("SessionId"),
-    property<&PathView::note, kEmitsChange>("Note"),
-    property<&PathView::throughputBps, kEmitsChange>("ThroughputBytesPerSecond"),
-    property<&PathView::capacityBps, kEmitsChange>("CapacityBytesPerSecond"),
-    property<&PathView::ioLatencyUs, kEmitsChange>("IoLatencyUs"),
-    property<&PathView::confidence, kEmitsChange>("Confidence"),
-    property<&PathView::weight, kEmitsChange>("Weight"),
+    pathProperty<&PathView::device, kConst>("Device"),
+    pathProperty<&PathView::devt, kEmitsChange>("DevT"),
+    pathProperty<&PathView::map, kEmitsChange>("Map"),
+    pathProperty<&PathView::state, kEmitsChange>("State"),
+    pathProperty<&PathView::dmState, kEmitsChange>("DmState"),
+    pathProperty<&PathView::checker, kEmitsChange>("Checker"),
+    pathProperty<&PathView::failures, kEmitsChange>("Failures"),
+    pathProperty<&PathView::shaky, kEmitsChange>("Shaky"),
+    pathProperty<&PathView::latencyUs, kEmitsChange>("LatencyUs"),
+    pathProperty<&PathView::alua, kEmitsChange>("Alua"),
+    pathProperty<&PathView::wwid, kEmitsChange>("Wwid"),
+    pathProperty<&PathView::target, kEmitsChange>("Target"),
+    pathProperty<&PathView::portal, kEmitsChange>("Portal"),
+    pathProperty<&PathView::netdev, kEmitsChange>("NetDev"),
+    pathProperty<&PathView::controller, kEmitsChange>("Controller"),
+    pathProperty<&PathView::sessionId, kEmitsChange>("SessionId"),
+    pathProperty<&PathView::note, kEmitsChange>("Note"),
+    pathProperty<&PathView::throughputBps, kEmitsChange>("ThroughputBytesPerSecond"),
+    pathProperty<&PathView::capacityBps, kEmitsChange>("CapacityBytesPerSecond"),
+    pathProperty<&PathView::ioLatencyUs, kEmitsChange>("IoLatencyUs"),
+    pathProperty<&PathView::confidence, kEmitsChange>("Confidence"),
+    pathProperty<&PathView::weight, kEmitsChange>("Weight"),
     SD_BUS_VTABLE_END,
 };
 
@@ -195,20 +205,20 @@ const sd_bus_vtable kPathVtable[] = {
 // changes; Alias, the key, is const.
 const sd_bus_vtable kMapVtable[] = {
     SD_BUS_VTABLE_START(kEmitsChange),
-    property<&MapView::alias, kConst>("Alias"),
-    property<&MapView::wwid, kEmitsChange>("Wwid"),
-    property<&MapView::dmUuid, kEmitsChange>("DmUuid"),
-    property<&MapView::selector, kEmitsChange>("Selector"),
-    property<&MapView::state, kEmitsChange>("State"),
-    property<&MapView::activeGroup, kEmitsChange>("ActiveGroup"),
-    property<&MapView::usablePaths, kEmitsChange>("UsablePaths"),
-    property<&MapView::totalPaths, kEmitsChange>("TotalPaths"),
-    property<&MapView::queueing, kEmitsChange>("Queueing"),
-    property<&MapView::noPathRetry, kEmitsChange>("NoPathRetry"),
-    property<&MapView::groups, kEmitsChange>("Groups"),
-    property<&MapView::adaptive, kEmitsChange>("Adaptive"),
-    property<&MapView::adaptiveReloads, kEmitsChange>("AdaptiveReloads"),
-    property<&MapView::adaptiveDecisions, kEmitsChange>("AdaptiveDecisions"),
+    mapProperty<&MapView::alias, kConst>("Alias"),
+    mapProperty<&MapView::wwid, kEmitsChange>("Wwid"),
+    mapProperty<&MapView::dmUuid, kEmitsChange>("DmUuid"),
+    mapProperty<&MapView::selector, kEmitsChange>("Selector"),
+    mapProperty<&MapView::state, kEmitsChange>("State"),
+    mapProperty<&MapView::activeGroup, kEmitsChange>("ActiveGroup"),
+    mapProperty<&MapView::usablePaths, kEmitsChange>("UsablePaths"),
+    mapProperty<&MapView::totalPaths, kEmitsChange>("TotalPaths"),
+    mapProperty<&MapView::queueing, kEmitsChange>("Queueing"),
+    mapProperty<&MapView::noPathRetry, kEmitsChange>("NoPathRetry"),
+    mapProperty<&MapView::groups, kEmitsChange>("Groups"),
+    mapProperty<&MapView::adaptive, kEmitsChange>("Adaptive"),
+    mapProperty<&MapView::adaptiveReloads, kEmitsChange>("AdaptiveReloads"),
+    mapProperty<&MapView::adaptiveDecisions, kEmitsChange>("AdaptiveDecisions"),
     SD_BUS_VTABLE_END,
 };
 
@@ -322,17 +332,23 @@ SnapshotObjects<Kind>::SnapshotObjects(sd_bus *bus)
 template <typename Kind> SnapshotObjects<Kind>::~SnapshotObjects() = default;
 
 template <typename Kind> void SnapshotObjects<Kind>::show(daemon::SharedSnapshot snapshot) {
-  shown_ = snapshot ? std::move(snapshot) : std::make_shared<const daemon::StateSnapshot>();
-  const auto &views = Kind::views(*shown_);
-  byKey_.clear();
-  byKey_.reserve(views.size());
+  if (!snapshot) {
+    snapshot = std::make_shared<const daemon::StateSnapshot>();
+  }
+  // Built aside and swapped in with the snapshot: a throw (out of memory)
+  // leaves the old snapshot served whole.
+  const auto &views = Kind::views(*snapshot);
+  std::vector<const View *> byKey;
+  byKey.reserve(views.size());
   for (const auto &view : views) {
-    byKey_.push_back(&view);
+    byKey.push_back(&view);
   }
   // The daemon's are sorted already; stable, so that of two equal keys (a
   // bug) the first is served, as diffSnapshots() takes the first.
   std::ranges::stable_sort(
-      byKey_, {}, [](const View *view) -> const std::string & { return Kind::key(*view); });
+      byKey, {}, [](const View *view) -> const std::string & { return Kind::key(*view); });
+  shown_ = std::move(snapshot);
+  byKey_ = std::move(byKey);
 }
 
 template <typename Kind>

@@ -507,9 +507,9 @@ TEST_F(DbusHost, GeneratedProxyReadsTheWholeInventoryBack) {
   EXPECT_EQ(snapshot, sample::sampleSnapshot());
 }
 
-// The Path objects are served by a hand-written sd-bus vtable (no adaptor per
-// path, for memory); this holds them, and the generated Manager, Map and
-// Portal interfaces, to the XML reference: each member, its argument and
+// The Path and Map objects are served by hand-written sd-bus vtables (no
+// adaptor per object, for memory); this holds them, and the generated Manager
+// and Portal interfaces, to the XML reference: each member, its argument and
 // property types, access and change signal (not argument names or other
 // annotations). The sample state has no Finding object to read.
 TEST_F(DbusHost, EveryServedInterfaceIsTheOneTheXmlDescribes) {
