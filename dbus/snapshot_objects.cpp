@@ -84,37 +84,26 @@ int append(sd_bus_message *reply, const std::vector<std::string> &values) {
                      [reply](const std::string &value) { return append(reply, value); });
 }
 
+// A struct of @p fields, in order; stops at the first error.
+template <typename... Fields>
+int appendStruct(sd_bus_message *reply, const char *signature, const Fields &...fields) {
+  int result = sd_bus_message_open_container(reply, 'r', signature);
+  ((result = result < 0 ? result : append(reply, fields)), ...);
+  return result < 0 ? result : sd_bus_message_close_container(reply);
+}
+
 // (number, priority, devices): a(uias).
 int append(sd_bus_message *reply, const std::vector<GroupView> &groups) {
   return appendArray(reply, "(uias)", groups, [reply](const GroupView &group) {
-    int result = sd_bus_message_open_container(reply, 'r', "uias");
-    if (result >= 0) {
-      result = append(reply, std::uint32_t{group.number});
-    }
-    if (result >= 0) {
-      result = append(reply, std::int32_t{group.priority});
-    }
-    if (result >= 0) {
-      result = append(reply, group.paths);
-    }
-    return result < 0 ? result : sd_bus_message_close_container(reply);
+    return appendStruct(reply, "uias", std::uint32_t{group.number}, std::int32_t{group.priority},
+                        group.paths);
   });
 }
 
 // (seconds since the epoch, action, reason): a(xss).
 int append(sd_bus_message *reply, const std::vector<DecisionView> &decisions) {
   return appendArray(reply, "(xss)", decisions, [reply](const DecisionView &decision) {
-    int result = sd_bus_message_open_container(reply, 'r', "xss");
-    if (result >= 0) {
-      result = append(reply, std::int64_t{decision.at});
-    }
-    if (result >= 0) {
-      result = append(reply, decision.action);
-    }
-    if (result >= 0) {
-      result = append(reply, decision.reason);
-    }
-    return result < 0 ? result : sd_bus_message_close_container(reply);
+    return appendStruct(reply, "xss", std::int64_t{decision.at}, decision.action, decision.reason);
   });
 }
 
