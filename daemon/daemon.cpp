@@ -2293,8 +2293,11 @@ void Daemon::renameThenReconcile(std::vector<Action> renames, std::string why) {
   for (const auto &rename : renames) {
     lastCreates_.insert(rename.map); // its uevent is ours
   }
+  // Named first: the job's capture takes the renames, and the order in
+  // which a call's arguments are made is the compiler's.
+  std::string what = fmt::format("{} rename(s)", renames.size());
   tableWorker_->post(
-      fmt::format("{} rename(s)", renames.size()),
+      std::move(what),
       [this, renames = std::move(renames),
        why = std::move(why)](DeviceMapper &dm) mutable -> DmWorker::Continuation {
         auto outcomes = applyActions(renames, dm);
