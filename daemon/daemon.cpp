@@ -38,9 +38,46 @@ namespace pathkeeper::daemon {
 namespace fs = std::filesystem;
 using selector::PathState;
 
+namespace {
+
+/// What the daemon keeps of a map's plan between passes. Not the whole
+/// selector::PlannedMap: its paths are copies of the inventory's, about
+/// 0.5 MiB at 1000 paths, held twice while a pass plans beside the last
+/// pass's maps.
+struct MapPlan {
+  std::string controller; ///< the controller label(s) behind the map
+  selector::SelectorKind selector = selector::SelectorKind::RoundRobin;
+  bool autoSelector = false;
+  selector::NoPathRetry noPathRetry;
+  /// (device, relative_throughput) of the planned table, sorted by device.
+  std::vector<std::pair<std::string, unsigned>> weights;
+
+  explicit MapPlan(const selector::PlannedMap &planned)
+      : controller(planned.controller), selector(planned.spec.selector),
+        autoSelector(planned.autoSelector), noPathRetry(planned.noPathRetry) {
+    for (const auto &group : planned.spec.groups) {
+      for (const auto &path : group.paths) {
+        weights.emplace_back(path.device, path.relativeThroughput);
+      }
+    }
+    std::ranges::sort(weights);
+  }
+
+  [[nodiscard]] std::optional<unsigned> weightOf(std::string_view device) const {
+    auto found = std::ranges::lower_bound(weights, device, std::less<>{},
+                                          [](const auto &entry) { return entry.first; });
+    if (found == weights.end() || found->first != device) {
+      return std::nullopt;
+    }
+    return found->second;
+  }
+};
+
+} // namespace
+
 /// The facts about one map that the daemon keeps between reconciles.
 struct Daemon::MapState {
-  std::optional<selector::PlannedMap> desired; ///< empty in companion mode
+  std::optional<MapPlan> desired; ///< empty in companion mode
   std::string wwid;
   std::string uuid;
   std::string selector;
@@ -851,19 +888,18 @@ void Daemon::sampleAdaptive() {
     if (!map.desired) {
       continue; // companion mode, or not ours: multipathd or nobody sets its weights
     }
-    const selector::PlannedMap &planned = *map.desired;
-    const bool wanted = adaptiveWanted(planned);
+    const MapPlan &planned = *map.desired;
+    const bool wanted = adaptiveWanted(planned.autoSelector, planned.selector);
     // Service-time maps are measured even with fixed weights: the estimates
     // are published, and they show what "auto" would do.
-    if (!wanted && planned.spec.selector != selector::SelectorKind::ServiceTime) {
+    if (!wanted && planned.selector != selector::SelectorKind::ServiceTime) {
       continue;
     }
     AdaptiveMapInput input;
     std::vector<PathSettling> settling;
     input.alias = alias;
     input.autoSelector = planned.autoSelector;
-    input.currentSelector =
-        selector::parseSelectorKind(map.selector).value_or(planned.spec.selector);
+    input.currentSelector = selector::parseSelectorKind(map.selector).value_or(planned.selector);
     for (const auto &group : map.groups) {
       for (const auto &device : group) {
         if (pathByDevice(device) == nullptr) {
@@ -877,11 +913,7 @@ void Daemon::sampleAdaptive() {
         if (auto live = map.liveWeights.find(device); live != map.liveWeights.end()) {
           weight = live->second;
         } else {
-          for (const auto &g : planned.spec.groups) {
-            for (const auto &p : g.paths) {
-              weight = p.device == device ? p.relativeThroughput : weight;
-            }
-          }
+          weight = planned.weightOf(device).value_or(weight);
         }
         input.paths.push_back({device, weight});
         auto failed = map.dmFailed.find(device);
@@ -2045,8 +2077,8 @@ void Daemon::reconcile() {
       "read the live maps",
       [this, why = std::move(why)](DeviceMapper &dm) mutable -> DmWorker::Continuation {
         try {
-          return [this, why = std::move(why), live = daemon::readLiveMaps(dm)] {
-            reconcileWith(live, why);
+          return [this, why = std::move(why), live = daemon::readLiveMaps(dm)]() mutable {
+            reconcileWith(std::move(live), why);
           };
         } catch (const std::exception &e) {
           return [this, what = std::string(e.what())] {
@@ -2075,16 +2107,17 @@ void Daemon::finishReconcile() {
   }
 }
 
-void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &why) {
+void Daemon::reconcileWith(std::vector<LiveMap> read, const std::string &why) {
+  ReconcileInput input;
+  input.mode = mode_ == selector::Mode::Owner ? ReconcileMode::Owner : ReconcileMode::Companion;
+  input.live = std::move(read); // not copied: at 1000 paths, 0.3 MiB at the heap's peak
+  const std::vector<LiveMap> &live = input.live;
   // Before planning: a map removed since the last pass (dmsetup remove)
   // that this pass creates again is a new map, with a fresh count and
   // without the old one's hold. A pass that some other event started
   // (a rescan) may do both. A renamed map is the same map.
   followRenames(live);
   endWithGoneMaps(live);
-  ReconcileInput input;
-  input.mode = mode_ == selector::Mode::Owner ? ReconcileMode::Owner : ReconcileMode::Companion;
-  input.live = live;
   if (mode_ == selector::Mode::Owner) {
     selector::Bindings bindings;
     const fs::path bindingsFile = config_.defaults.bindingsFile;
@@ -2215,7 +2248,7 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
     }
   }
 
-  const ReconcilePlan plan = planReconcile(input);
+  ReconcilePlan plan = planReconcile(input);
   for (const auto &alias : plan.adopted) {
     if (announced_.insert(alias).second) {
       log::notice(fmt::format("map {} adopted as it is (its table already matches)", alias),
@@ -2232,7 +2265,7 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
                {{"MAP", stale.map}});
   }
   if (plan.actions.empty()) {
-    refreshMaps(live, input.desired, false);
+    refreshMaps(live, std::move(input.desired), false);
     stopStaleQueueing();
     runMapPolicies(Clock::now());
     requestPublish();
@@ -2252,9 +2285,11 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
       echoes_.expect(echo->first, echo->second, Clock::now());
     }
   }
+  // Named first, as in renameThenReconcile.
+  std::string what = fmt::format("{} reconcile action(s)", plan.actions.size());
   tableWorker_->post(
-      fmt::format("{} reconcile action(s)", plan.actions.size()),
-      [this, actions = plan.actions, live = std::vector<LiveMap>(live),
+      std::move(what),
+      [this, actions = std::move(plan.actions), live = std::move(input.live),
        desired = std::move(input.desired)](DeviceMapper &dm) mutable -> DmWorker::Continuation {
         const auto started = Clock::now();
         auto outcomes = applyActions(actions, dm);
@@ -2266,7 +2301,7 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
           readError = e.what(); // refresh from what was read before the actions
         }
         return [this, outcomes = std::move(outcomes), live = std::move(live),
-                desired = std::move(desired), readError = std::move(readError), applied] {
+                desired = std::move(desired), readError = std::move(readError), applied]() mutable {
           logOutcomes(outcomes);
           log::debug(fmt::format(
               "{} action(s) applied in {} ms, udev's processing of them included", outcomes.size(),
@@ -2280,7 +2315,7 @@ void Daemon::reconcileWith(const std::vector<LiveMap> &live, const std::string &
                                    readError));
             requestReconcile("re-read after a failed read");
           }
-          refreshMaps(live, desired, false);
+          refreshMaps(live, std::move(desired), false);
           stopStaleQueueing();
           runMapPolicies(Clock::now());
           requestPublish();
@@ -2309,7 +2344,7 @@ void Daemon::renameThenReconcile(std::vector<Action> renames, std::string why) {
           readError = e.what();
         }
         return [this, outcomes = std::move(outcomes), live = std::move(live),
-                readError = std::move(readError), why = std::move(why)] {
+                readError = std::move(readError), why = std::move(why)]() mutable {
           // One old name -> new name per map, a swap's steps through a
           // temporary name composed: moveMapState moves them all at once.
           MapRenames done;
@@ -2348,7 +2383,7 @@ void Daemon::renameThenReconcile(std::vector<Action> renames, std::string why) {
             finishReconcile();
             return;
           }
-          reconcileWith(live, why);
+          reconcileWith(std::move(live), why);
         };
       });
 }
@@ -2460,7 +2495,7 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
 }
 
 void Daemon::refreshMaps(const std::vector<LiveMap> &live,
-                         const std::vector<selector::PlannedMap> &desired, bool everyMultipathMap) {
+                         std::vector<selector::PlannedMap> desired, bool everyMultipathMap) {
   followRenames(live);
   std::map<std::string, MapState> maps;
   std::map<std::string, MapState> stale;
@@ -2522,7 +2557,7 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
       state.activeGroup = map.status->groupInUse();
     }
     if (wanted != desired.end()) {
-      state.desired = *wanted;
+      state.desired.emplace(*wanted);
     }
     (isStale ? stale : maps).emplace(map.info.name, std::move(state));
   }
@@ -3302,7 +3337,8 @@ StateSnapshot Daemon::snapshot() const {
     view.activeGroup = map.activeGroup;
     view.queueing = map.queueing;
     view.noPathRetry = noPathRetryOf(alias, map);
-    if (map.desired && adaptiveWanted(*map.desired) && !selectorOverrides_.contains(alias)) {
+    if (map.desired && adaptiveWanted(map.desired->autoSelector, map.desired->selector) &&
+        !selectorOverrides_.contains(alias)) {
       view.adaptive = map.desired->autoSelector ? "selector" : "weights";
     }
     view.adaptiveReloads = adaptive_.reloads(alias);
@@ -3690,10 +3726,9 @@ std::string Daemon::mapOfDevice(const std::string &device) const {
   return it == mapOfDevice_.end() ? std::string{} : it->second;
 }
 
-bool Daemon::adaptiveWanted(const selector::PlannedMap &map) const {
-  return map.autoSelector ||
-         (map.spec.selector == selector::SelectorKind::ServiceTime &&
-          config_.defaults.relativeThroughput == selector::ThroughputWeights::Auto);
+bool Daemon::adaptiveWanted(bool autoSelector, selector::SelectorKind selector) const {
+  return autoSelector || (selector == selector::SelectorKind::ServiceTime &&
+                          config_.defaults.relativeThroughput == selector::ThroughputWeights::Auto);
 }
 
 void Daemon::requestReconcile(std::string why) {

@@ -185,7 +185,7 @@ private:
   /// (reconcileWith), the worker applies and reads again, and the loop
   /// refreshes its view (finishReconcile).
   void reconcile();
-  void reconcileWith(const std::vector<LiveMap> &live, const std::string &why);
+  void reconcileWith(std::vector<LiveMap> live, const std::string &why);
   /// @brief Owner mode, a pass's first step when planned maps are live under
   /// other names: renames them (the worker), moves their state, reads the
   /// maps again and goes on with reconcileWith. Once per pass.
@@ -198,9 +198,10 @@ private:
   void finishStartup();
   /// @brief Rebuilds maps_ from the kernel's maps: the desired ones in
   /// owner mode (every mpath- map at startup and in companion mode). In
-  /// owner mode the other mpath- maps go to staleMaps_.
-  void refreshMaps(const std::vector<LiveMap> &live,
-                   const std::vector<selector::PlannedMap> &desired, bool everyMultipathMap);
+  /// owner mode the other mpath- maps go to staleMaps_. Each keeps a
+  /// summary of its plan (MapPlan); @p desired, the pass's plan, ends here.
+  void refreshMaps(const std::vector<LiveMap> &live, std::vector<selector::PlannedMap> desired,
+                   bool everyMultipathMap);
   /// The map-level reactions to path states: no_path_retry, then failback.
   void runMapPolicies(Clock::time_point now);
   void runNoPathRetry(Clock::time_point now);
@@ -359,7 +360,10 @@ private:
   static void sendMessage(DeviceMapper &dm, const std::string &uuid, const std::string &name,
                           const std::string &text);
   /// @brief relative_throughput = "auto" on a service-time map, or selector = "auto".
-  [[nodiscard]] bool adaptiveWanted(const selector::PlannedMap &map) const;
+  [[nodiscard]] bool adaptiveWanted(bool autoSelector, selector::SelectorKind selector) const;
+  [[nodiscard]] bool adaptiveWanted(const selector::PlannedMap &map) const {
+    return adaptiveWanted(map.autoSelector, map.spec.selector);
+  }
 
   /// The mode the command line or the configuration asks for (maybe auto).
   [[nodiscard]] selector::Mode configuredMode() const {

@@ -123,6 +123,8 @@ Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings,
     }
     lun.paths.push_back(std::move(path));
   }
+  // Only moved-from shells are left, as large as the paths themselves.
+  std::vector<Path>().swap(paths);
 
   std::vector<std::string> aliasesInUse;
   for (auto &[wwid, lun] : luns) {
@@ -264,7 +266,7 @@ Plan planMaps(std::vector<Path> paths, const Config &config, Bindings bindings,
       plan.warnings.push_back("map " + spec.alias + ": " + table.error() + "; map not built");
       continue;
     }
-    planned.table = *table;
+    planned.table = std::move(*table);
     plan.maps.push_back(std::move(planned));
   }
   std::sort(plan.maps.begin(), plan.maps.end(),
