@@ -42,11 +42,11 @@ namespace {
 
 /// What the daemon keeps of a map's plan between passes. Not the whole
 /// selector::PlannedMap: its paths are copies of the inventory's, about
-/// 0.5 MiB at 1000 paths, held twice while a pass plans beside the last
+/// 0.5 MB at 1000 paths, held twice while a pass plans beside the last
 /// pass's maps.
 struct MapPlan {
   std::string controller; ///< the controller label(s) behind the map
-  selector::SelectorKind selector = selector::SelectorKind::RoundRobin;
+  selector::SelectorKind selector = selector::SelectorKind::ServiceTime;
   bool autoSelector = false;
   selector::NoPathRetry noPathRetry;
   /// (device, relative_throughput) of the planned table, sorted by device.
@@ -65,7 +65,7 @@ struct MapPlan {
 
   [[nodiscard]] std::optional<unsigned> weightOf(std::string_view device) const {
     auto found = std::ranges::lower_bound(weights, device, std::less<>{},
-                                          [](const auto &entry) { return entry.first; });
+                                          &std::pair<std::string, unsigned>::first);
     if (found == weights.end() || found->first != device) {
       return std::nullopt;
     }
@@ -2107,10 +2107,10 @@ void Daemon::finishReconcile() {
   }
 }
 
-void Daemon::reconcileWith(std::vector<LiveMap> read, const std::string &why) {
+void Daemon::reconcileWith(std::vector<LiveMap> liveMaps, const std::string &why) {
   ReconcileInput input;
   input.mode = mode_ == selector::Mode::Owner ? ReconcileMode::Owner : ReconcileMode::Companion;
-  input.live = std::move(read); // not copied: at 1000 paths, 0.3 MiB at the heap's peak
+  input.live = std::move(liveMaps); // not copied: at 1000 paths, 0.3 MB at the heap's peak
   const std::vector<LiveMap> &live = input.live;
   // Before planning: a map removed since the last pass (dmsetup remove)
   // that this pass creates again is a new map, with a fresh count and

@@ -185,7 +185,7 @@ private:
   /// (reconcileWith), the worker applies and reads again, and the loop
   /// refreshes its view (finishReconcile).
   void reconcile();
-  void reconcileWith(std::vector<LiveMap> live, const std::string &why);
+  void reconcileWith(std::vector<LiveMap> liveMaps, const std::string &why);
   /// @brief Owner mode, a pass's first step when planned maps are live under
   /// other names: renames them (the worker), moves their state, reads the
   /// maps again and goes on with reconcileWith. Once per pass.
