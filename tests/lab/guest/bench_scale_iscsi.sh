@@ -20,6 +20,15 @@
 # run (0.75 s per sd device left before the limit); what was skipped is in
 # a NOTE.
 #
+# CPU sharing (cgroups=1, the default): as systemd runs them, udevd and the
+# daemon under test each get a cgroup of their own (cgroup v2, cpu
+# controller, the default weight 100 of every service), and the lab's own
+# processes (this script, its polls, iscsid) a third, so that the guest's 2
+# vCPUs are shared per service and not per process. With cgroups=0 every
+# process shares one flat run queue, as before 2026-12-05: there udevd's
+# workers, busy with the new maps' events, leave a daemon's one table
+# thread about 1/20 of the CPU. See bench/README.md (scale-iscsi).
+#
 # Figures per run: coldstart_maps_ms (all SI_LUNS maps exist), coldstart_ms
 # (all SI_PATHS paths in maps), coldstart_active_ms (all active), for
 # pathkeeperd ready_ms (its state file says ready: the first pass is done,
@@ -28,6 +37,38 @@
 # (utime + stime).
 
 BENCH_SI_POLL=0.5
+BENCH_SI_CG=/sys/fs/cgroup
+BENCH_SI_CGROUPS=0 # set by bench_si_cgroups once the groups exist
+
+# bench_si_cgroups: the three groups (udevd, daemon, lab), with every
+# process there is now in lab. Kernel threads stay in the root group, as
+# under systemd. Returns 1 (and the run stays flat) when cgroup v2 or its
+# cpu controller is missing.
+bench_si_cgroups() {
+    local p
+    mountpoint -q "$BENCH_SI_CG" || mount -t cgroup2 cgroup2 "$BENCH_SI_CG" || return 1
+    grep -qw cpu "$BENCH_SI_CG/cgroup.controllers" || return 1
+    echo +cpu >"$BENCH_SI_CG/cgroup.subtree_control" || return 1
+    mkdir -p "$BENCH_SI_CG/udevd" "$BENCH_SI_CG/daemon" "$BENCH_SI_CG/lab" || return 1
+    for p in $(<"$BENCH_SI_CG/cgroup.procs"); do
+        echo "$p" >"$BENCH_SI_CG/lab/cgroup.procs" 2>/dev/null || true # kernel threads refuse
+    done
+    BENCH_SI_CGROUPS=1
+    lab_log "cgroups: udevd, daemon and lab, cpu.weight $(<"$BENCH_SI_CG/daemon/cpu.weight") each"
+}
+
+# bench_si_in GROUP CMD...: runs CMD with this shell in GROUP, so that what
+# CMD forks starts there (exact, unlike moving it after the fork), then
+# moves the shell back to lab. Without cgroups, just CMD.
+bench_si_in() {
+    local group=$1 rc=0
+    shift
+    ((BENCH_SI_CGROUPS)) || { "$@"; return; }
+    echo "$BASHPID" >"$BENCH_SI_CG/$group/cgroup.procs"
+    "$@" || rc=$?
+    echo "$BASHPID" >"$BENCH_SI_CG/lab/cgroup.procs"
+    return "$rc"
+}
 
 # bench_si_dm: "MAPS ACTIVE PATHS" over every multipath map (2 forks: a bash
 # loop over the words of 1000 paths costs seconds under TCG).
@@ -87,7 +128,7 @@ bench_si_cold() {
     c=$(bench_si_dm)
     [[ $c == "0 0 0" ]] || lab_log "WARNING: maps before the start: $c"
     t0=$(si_ms)
-    bench_start "$kind" "$@"
+    bench_si_in daemon bench_start "$kind" "$@"
     next=$((SECONDS + 30))
     # The RESULT lines are written after the loop: each costs a copy to the
     # results share, which would delay the next poll.
@@ -141,13 +182,17 @@ bench_si_cold() {
     bench_si_remove_maps || lab_log "maps left after $kind run $run: $(bench_map_names | wc -l)"
 }
 
-# bench_scale_iscsi DAEMON RUNS UDEV BUDGET UNTIL
+# bench_scale_iscsi DAEMON RUNS UDEV BUDGET UNTIL CGROUPS
 bench_scale_iscsi() {
     local daemon=$1 runs=${2:-3} udev=${3:-1} run kind t0 left
     BENCH_SI_BUDGET=${4:-0}
     BENCH_SI_UNTIL=${5:-0}
     BENCH_SI_T0=$SECONDS
     lab_check "pathkeeperd binary given (daemon=PATH)" test -x "$daemon"
+    if [[ ${6:-1} == 1 ]]; then
+        bench_si_cgroups || lab_log "WARNING: no cgroup v2 cpu controller; every process shares one run queue"
+    fi
+    bench_note "scale-iscsi: CPU shared $( ((BENCH_SI_CGROUPS)) && echo "per service (cgroups udevd, daemon, lab; cpu.weight 100 each)" || echo "per process (one flat run queue)")"
     bench_note "scale-iscsi: $SI_LUNS LUNs x $SI_SESSIONS sessions = $SI_PATHS iSCSI paths (LIO fileio ${SI_MB} MiB, 2 portals), $SI_LUNS WWIDs; kernel $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ {print $2}' /proc/meminfo) kB; $(dpkg-query -W -f='multipath-tools ${Version}' multipath-tools 2>/dev/null); setup: LIO configfs ${SI_T_TARGET:-?} ms, logins + SCSI scan ${SI_T_SCAN:-?} ms"
     bench_pkd_conf
     bench_mpd_conf
@@ -167,7 +212,7 @@ bench_scale_iscsi() {
         else
             lab_step "bench scale-iscsi 2: start udevd, coldplug $SI_PATHS sd devices"
             t0=$SECONDS
-            /lib/systemd/systemd-udevd --daemon --resolve-names=never
+            bench_si_in udevd /lib/systemd/systemd-udevd --daemon --resolve-names=never
             pk_mask_multipath_uevent_check
             udevadm trigger --action=add --subsystem-match=block || true
             ((left < 2400)) || left=2400

@@ -131,7 +131,8 @@ scenario_run() {
         bench)
             source "$LAB_DIR/guest/bench_scale_iscsi.sh"
             bench_scale_iscsi "$(si_arg daemon "" "$@")" "$(si_arg runs 3 "$@")" \
-                "$(si_arg udev 1 "$@")" "$(si_arg budget 0 "$@")" "$(si_arg until 0 "$@")"
+                "$(si_arg udev 1 "$@")" "$(si_arg budget 0 "$@")" "$(si_arg until 0 "$@")" \
+                "$(si_arg cgroups 1 "$@")"
             ;;
         profile)
             source "$LAB_DIR/guest/bench_scale_iscsi.sh"
