@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <exception>
+#include <iterator>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 
@@ -102,15 +104,20 @@ void DmWorker::run() {
         longest_ = Longest{next.label, elapsed};
       }
       // An empty continuation still counts: pending() must go down.
-      done_.push_back(then ? std::move(then) : Continuation([] {}));
-      const std::uint64_t one = 1;
-      [[maybe_unused]] const auto wrote = ::write(eventFd_, &one, sizeof(one));
+      done_.push_back(
+          Finished{std::move(next.label), then ? std::move(then) : Continuation([] {})});
+      signalDone();
     }
   }
 }
 
+void DmWorker::signalDone() {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const auto wrote = ::write(eventFd_, &one, sizeof(one));
+}
+
 void DmWorker::drain() {
-  std::deque<Continuation> ready;
+  std::deque<Finished> ready;
   {
     std::lock_guard lock(mutex_);
     // Under the mutex, as run() writes it: readable exactly while
@@ -119,9 +126,28 @@ void DmWorker::drain() {
     [[maybe_unused]] const auto got = ::read(eventFd_, &count, sizeof(count));
     ready.swap(done_);
   }
-  for (auto &then : ready) {
+  while (!ready.empty()) {
+    Finished finished = std::move(ready.front());
+    ready.pop_front();
     --pending_;
-    then();
+    try {
+      finished.then();
+    } catch (...) {
+      // The rest were not run: they go back in front of any newer ones,
+      // and the fd stays readable for them.
+      if (!ready.empty()) {
+        std::lock_guard lock(mutex_);
+        done_.insert(done_.begin(), std::make_move_iterator(ready.begin()),
+                     std::make_move_iterator(ready.end()));
+        signalDone();
+      }
+      try {
+        throw;
+      } catch (const std::exception &e) {
+        throw std::runtime_error(
+            fmt::format("after the device-mapper job '{}': {}", finished.label, e.what()));
+      }
+    }
   }
 }
 

@@ -65,6 +65,10 @@ public:
   [[nodiscard]] int fd() const { return eventFd_; }
 
   /// @brief Runs the waiting continuations, in posting order.
+  /// @throws std::runtime_error when a continuation throws a std::exception:
+  /// its message names the job ("after the device-mapper job 'reload
+  /// xserve-upper': ..."); anything else comes out as it was thrown. Either
+  /// way the continuations after it stay queued for the next drain().
   void drain();
 
   /// @brief Jobs posted and whose continuation has not run yet.
@@ -89,18 +93,24 @@ private:
     std::string label;
     Job job;
   };
+  struct Finished {
+    std::string label;
+    Continuation then;
+  };
 
   void run();
+  /// Makes fd() readable; the caller holds mutex_.
+  void signalDone();
 
   DeviceMapper &dm_;
   int eventFd_ = -1;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Queued> queue_;      // guarded by mutex_
-  std::deque<Continuation> done_; // guarded by mutex_
-  bool stopping_ = false;         // guarded by mutex_
-  Longest longest_;               // guarded by mutex_
-  std::size_t pending_ = 0;       // loop thread only
+  std::deque<Queued> queue_;  // guarded by mutex_
+  std::deque<Finished> done_; // guarded by mutex_
+  bool stopping_ = false;     // guarded by mutex_
+  Longest longest_;           // guarded by mutex_
+  std::size_t pending_ = 0;   // loop thread only
   std::thread thread_;
 };
 

@@ -3,6 +3,16 @@
 // A thin owner of an sd-event loop: io sources, one-shot monotonic timers
 // and signals, each with a std::function callback, and the systemd
 // watchdog. Callbacks run on the loop thread only; nothing here blocks.
+//
+// A callback is expected to handle its own failures. An exception that
+// escapes one anyway must not unwind through sd-event's C frames (that
+// would leave the loop marked as dispatching for good, or terminate the
+// process without a word): it is logged, and the loop ends with
+// kInternalError. pathkeeperd then exits with that status; its maps stay as
+// they are, systemd restarts it (Restart=on-failure), and the new process
+// adopts the maps without reloading them. A daemon that went on after a
+// half-run handler could keep a pass marked as running and never reconcile
+// again, which is worse than a restart.
 
 #include <chrono>
 #include <functional>
@@ -38,6 +48,8 @@ public:
   using Clock = std::chrono::steady_clock;
   using IoHandler = std::function<void(unsigned revents)>;
   using Handler = std::function<void()>;
+  /// @brief run()'s result when a callback threw (EX_SOFTWARE, sysexits.h).
+  static constexpr int kInternalError = 70;
 
   /// @throws std::system_error when sd-event cannot be set up.
   EventLoop();
@@ -64,6 +76,8 @@ public:
   int run();
   /// @brief Dispatches what is due, waiting at most @p timeout for it: one
   /// iteration of run(), for tests that drive the loop step by step.
+  /// @throws std::runtime_error once a handler has failed (the loop then
+  /// ends with kInternalError), naming what it threw.
   void runOnce(std::chrono::milliseconds timeout);
   void exit(int code);
 

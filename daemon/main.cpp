@@ -57,7 +57,8 @@ Options:
 
 Signals: SIGTERM and SIGINT exit and leave the maps as they are; SIGHUP
 re-reads the configuration (a bad one is refused and the old one kept).
-Exit status: 0 after SIGTERM, 1 when startup fails, 2 on bad usage.
+Exit status: 0 after SIGTERM, 1 when startup fails, 2 on bad usage, 70
+after an internal error (logged; the maps stay, systemd restarts the daemon).
 )";
 
 int usageError(const std::string &message) {

@@ -196,6 +196,60 @@ TEST(DmWorker, AJobThatThrowsStillCompletesAndTheNextOneRuns) {
   EXPECT_THAT(dm.calls(), ElementsAre("message m x"));
 }
 
+TEST(DmWorker, AContinuationThatThrowsNamesItsJobAndLeavesTheRestForTheNextDrain) {
+  RecordingDm dm;
+  DmWorker worker(dm, "test-dm");
+  std::vector<std::string> continued;
+  worker.post("reload xserve-upper", [](DeviceMapper &) -> DmWorker::Continuation {
+    return [] { throw std::out_of_range("map::at"); };
+  });
+  worker.post("reload xserve-lower", [&](DeviceMapper &) -> DmWorker::Continuation {
+    return [&] { continued.push_back("lower"); };
+  });
+  // A third job holds the worker: once it runs, both continuations above
+  // wait together, so that one drain meets both.
+  worker.post("hold", [](DeviceMapper &d) -> DmWorker::Continuation {
+    d.message("m", "hold");
+    return [] {};
+  });
+  dm.waitUntilHolding();
+  try {
+    worker.drain();
+    ADD_FAILURE() << "the continuation's exception did not come out of drain()";
+  } catch (const std::runtime_error &e) {
+    EXPECT_STREQ(e.what(), "after the device-mapper job 'reload xserve-upper': map::at");
+  }
+  EXPECT_THAT(continued, IsEmpty());
+  EXPECT_EQ(worker.pending(), 2U);
+  // The fd is still readable for the one left.
+  pollfd pfd{worker.fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&pfd, 1, 0), 1);
+  dm.release();
+  drainAll(worker);
+  EXPECT_THAT(continued, ElementsAre("lower"));
+  EXPECT_EQ(worker.pending(), 0U);
+}
+
+TEST(DmWorker, AContinuationThatThrowsSomethingElseLeavesTheRestQueuedToo) {
+  RecordingDm dm;
+  DmWorker worker(dm, "test-dm");
+  bool second = false;
+  worker.post("odd", [](DeviceMapper &) -> DmWorker::Continuation { return [] { throw 42; }; });
+  worker.post("second",
+              [&](DeviceMapper &) -> DmWorker::Continuation { return [&] { second = true; }; });
+  worker.post("hold", [](DeviceMapper &d) -> DmWorker::Continuation {
+    d.message("m", "hold");
+    return [] {};
+  });
+  dm.waitUntilHolding();
+  EXPECT_THROW(worker.drain(), int);
+  EXPECT_FALSE(second);
+  EXPECT_EQ(worker.pending(), 2U);
+  dm.release();
+  drainAll(worker);
+  EXPECT_TRUE(second);
+}
+
 TEST(DmWorker, ContinuationsMayPostMoreJobs) {
   RecordingDm dm;
   DmWorker worker(dm, "test-dm");
