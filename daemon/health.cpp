@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 namespace pathkeeper::daemon {
@@ -89,7 +90,7 @@ void HealthTracker::setSettings(const selector::HealthSettings &settings, TimePo
     }
     const bool failed = entry.shaky || !healthy(entry);
     const auto latest =
-        now + jittered(failed ? settings_.failedCheckerInterval : settings_.checkerInterval);
+        now + jittered(failed ? settings_.failedCheckerInterval : healthyInterval(entry));
     entry.nextCheck = std::min(entry.nextCheck, latest);
   }
 }
@@ -113,14 +114,25 @@ milliseconds HealthTracker::jittered(milliseconds interval) {
   return interval + milliseconds(offset(random_));
 }
 
+milliseconds HealthTracker::healthyInterval(const Entry &entry) const {
+  const milliseconds cap =
+      std::max(settings_.checkerInterval, settings_.effectiveMaxCheckerInterval());
+  milliseconds interval = settings_.checkerInterval;
+  for (unsigned pass = 1; pass < entry.passStreak && interval < cap; ++pass) {
+    interval *= 2;
+  }
+  return std::min(interval, cap);
+}
+
 void HealthTracker::scheduleAfterResult(Entry &entry, TimePoint now) {
   const bool failed = entry.shaky || !healthy(entry);
   entry.nextCheck =
-      now + jittered(failed ? settings_.failedCheckerInterval : settings_.checkerInterval);
+      now + jittered(failed ? settings_.failedCheckerInterval : healthyInterval(entry));
 }
 
 bool HealthTracker::afterBad(Entry &entry, bool wasHealthy, TimePoint now, std::string &reason) {
   entry.needsGoodCheck = true;
+  entry.passStreak = 0;
   if (!entry.inFlight) {
     entry.nextCheck = std::min(entry.nextCheck, now + jittered(settings_.failedCheckerInterval));
   }
@@ -133,6 +145,7 @@ bool HealthTracker::afterBad(Entry &entry, bool wasHealthy, TimePoint now, std::
 }
 
 void HealthTracker::requestCheckNow(Entry &entry, TimePoint now) {
+  entry.passStreak = 0; // whatever made the path suspect, watch it closely again
   if (entry.inFlight) {
     entry.recheckAfterFlight = true;
   } else {
@@ -190,6 +203,7 @@ HealthTracker::Decisions HealthTracker::evaluate(const std::string &device, Entr
     entry.lastRelease = now;
     entry.lastHoldDown = entry.holdDown;
     entry.recentFailures.clear();
+    entry.passStreak = 0; // just flapped: the closest watch of a working path
   }
 
   PathState next = PathState::Up;
@@ -271,6 +285,12 @@ HealthTracker::Decisions HealthTracker::kernelReinstated(const std::string &devi
   }
   Entry &entry = it->second;
   entry.failedInDm = false;
+  // dm had it failed (another tool, or our own message): watch it closely
+  // again, from the next check on.
+  entry.passStreak = 0;
+  if (!entry.inFlight) {
+    entry.nextCheck = std::min(entry.nextCheck, now + jittered(settings_.checkerInterval));
+  }
   std::string reason = "kernel reinstated the path";
   if (entry.shaky) {
     reason = "kernel reinstated a shaky path during its hold-down: failing it again";
@@ -310,6 +330,7 @@ HealthTracker::Decisions HealthTracker::checkCompleted(const std::string &device
     if (!entry.transitioningSince) {
       entry.transitioningSince = now;
     }
+    entry.passStreak = 0;
     if (now - *entry.transitioningSince < kTransitionLimit) {
       // The array is moving the LU between its ports, and scsi_dh_alua
       // holds the path's I/O meanwhile: not a failure (failing it would
@@ -326,7 +347,11 @@ HealthTracker::Decisions HealthTracker::checkCompleted(const std::string &device
   std::string reason;
   bool dampingChanged = false;
   if (result.status == CheckStatus::Ok || result.status == CheckStatus::Standby) {
-    entry.standby = result.status == CheckStatus::Standby;
+    const bool standby = result.status == CheckStatus::Standby;
+    if (standby != entry.standby) {
+      entry.passStreak = 0; // up <-> ghost: a change of state starts the backoff over
+    }
+    entry.standby = standby;
     const auto &facts = entry.facts;
     if (sessionBad(facts.session)) {
       reason = fmt::format("TUR passed but {} is {}: not reinstating", sessionLabel(facts),
@@ -338,6 +363,12 @@ HealthTracker::Decisions HealthTracker::checkCompleted(const std::string &device
       reason = "TUR passed but the probe of its NIC and portal fails: not reinstating";
     } else {
       entry.needsGoodCheck = false;
+      // A shaky path's passes (every failed_checker_interval during its
+      // hold-down) do not count: once released it starts at checkerInterval.
+      if (!entry.shaky &&
+          entry.passStreak < std::numeric_limits<decltype(entry.passStreak)>::max()) {
+        ++entry.passStreak;
+      }
       const std::string passed =
           entry.standby ? fmt::format("TUR reports standby ({}): ghost, a last resort",
                                       result.reason.empty() ? "not ready" : result.reason)
@@ -425,10 +456,18 @@ HealthTracker::Decisions HealthTracker::aluaChanged(const std::string &device,
   if (it == paths_.end()) {
     return {};
   }
-  it->second.facts.alua = alua;
-  it->second.standby = alua == selector::AluaState::Standby;
-  return evaluate(device, it->second, now,
-                  fmt::format("ALUA state is {}", selector::toString(alua)));
+  Entry &entry = it->second;
+  if (entry.facts.alua != alua) {
+    // Called for every path at every sync: only a real change restarts the
+    // backoff and brings the next check forward.
+    entry.passStreak = 0;
+    if (!entry.inFlight) {
+      entry.nextCheck = std::min(entry.nextCheck, now + jittered(settings_.checkerInterval));
+    }
+  }
+  entry.facts.alua = alua;
+  entry.standby = alua == selector::AluaState::Standby;
+  return evaluate(device, entry, now, fmt::format("ALUA state is {}", selector::toString(alua)));
 }
 
 void HealthTracker::setRoute(const std::string &device, PathRoute route) {

@@ -50,10 +50,22 @@
 //   of its release, its hold-down continues doubling from the last length,
 //   otherwise it starts again at flapRecovery. With damping off, failures are
 //   still counted but nothing becomes Shaky.
-// * Scheduling. Checks are due checkerInterval after the last result for Up
-//   and Ghost paths and failedCheckerInterval for the others, each +/-10%
-//   jitter. A path with a check in flight or a blocked sd device is never due;
-//   a check that has not reported after twice checkerTimeout counts as timed
+// * Scheduling. Checks are due failedCheckerInterval after the last result
+//   for paths that are not healthy. For Up and Ghost paths the interval backs
+//   off as multipathd's does: checkerInterval after the first passing check,
+//   then doubled after each further one up to maxCheckerInterval. The backoff
+//   starts over with any failure (the path is then checked at
+//   failedCheckerInterval until it passes), a return from a bad session,
+//   device or probe state, the end of a shaky hold-down, an up <-> ghost
+//   change, an ALUA state change and a kernel reinstatement (the last two
+//   also bring the next check to within checkerInterval). Passes while shaky
+//   do not count. Each interval has +/-10% jitter. What the backoff costs:
+//   most failures reach the daemon as events first (the kernel's
+//   PATH_FAILED on I/O, session and device uevents), but a fault only a
+//   check can see (a LUN gone on an idle path whose session stays up) is
+//   noticed up to maxCheckerInterval late instead of checkerInterval.
+//   A path with a check in flight or a blocked sd device is never due; a
+//   check that has not reported after twice checkerTimeout counts as timed
 //   out (so a lost completion cannot stall a path forever).
 // * Events for a device that is not tracked are ignored (empty result).
 
@@ -249,6 +261,7 @@ private:
     bool needsGoodCheck = false; ///< bad since the last passing check
     bool probeFailed = false;
     bool failedInDm = false;
+    std::uint8_t passStreak = 0; ///< passing checks in a row while healthy (saturates)
     selector::PathState state = selector::PathState::Unknown;
     bool inFlight = false;
     TimePoint checkStarted{};
@@ -277,6 +290,8 @@ private:
   static void requestCheckNow(Entry &entry, TimePoint now);
   [[nodiscard]] static std::optional<TimePoint> dueOf(const Entry &entry);
   void scheduleAfterResult(Entry &entry, TimePoint now);
+  /// The interval to a healthy path's next check, before jitter.
+  [[nodiscard]] std::chrono::milliseconds healthyInterval(const Entry &entry) const;
   [[nodiscard]] TimePoint releaseTime(const Entry &entry) const;
   [[nodiscard]] bool healthy(const Entry &entry) const;
   [[nodiscard]] std::chrono::milliseconds jittered(std::chrono::milliseconds interval);

@@ -150,8 +150,17 @@ constexpr ConfigKey schema[] = {
      "measured capacity; see [adaptive]).",
      R"("auto")"},
     // [health]
-    {"health", "checker_interval", "duration", R"("5s")", "How often a working path is checked.",
-     R"("10s")"},
+    {"health", "checker_interval", "duration", R"("5s")",
+     "How often a working path is checked at first; see max_checker_interval.", R"("10s")"},
+    {"health", "max_checker_interval", "duration", "",
+     "Unset, 4 x checker_interval (at most 1h). A working path that keeps passing its checks is "
+     "checked less often: the interval doubles after each passing check, from checker_interval "
+     "up to this. A failure, a return from one, an ALUA state change or a kernel reinstatement "
+     "starts it over. Most failures reach pathkeeperd as kernel events first; one that only a "
+     "check sees (a LUN gone on an idle path whose session stays up) is noticed up to this late. "
+     "Set it to checker_interval for a fixed interval. Like multipathd's max_polling_interval; "
+     "not below checker_interval.",
+     R"("1m")"},
     {"health", "failed_checker_interval", "duration", R"("1s")",
      "How often a failed path is checked, so that it is reinstated quickly.", R"("500ms")"},
     {"health", "checker_timeout", "duration", R"("3s")",
@@ -308,11 +317,12 @@ struct DurationLimit {
 
 constexpr milliseconds maxFailbackDelay{86400000};
 
-constexpr std::array<DurationLimit, 11> durationLimits{{
+constexpr std::array<DurationLimit, 12> durationLimits{{
     {"sample_interval", milliseconds{500}, milliseconds{60000}},
     {"half_life", milliseconds{1000}, milliseconds{3600000}},
     {"min_reload_interval", milliseconds{1000}, milliseconds{86400000}},
     {"checker_interval", milliseconds{100}, milliseconds{3600000}},
+    {"max_checker_interval", milliseconds{100}, milliseconds{3600000}},
     {"failed_checker_interval", milliseconds{100}, milliseconds{3600000}},
     {"checker_timeout", milliseconds{100}, milliseconds{600000}},
     {"flap_window", milliseconds{1000}, milliseconds{86400000}},
@@ -1166,6 +1176,10 @@ void DocumentParser::parseHealth(const toml::table &table) {
       if (auto value = duration(node, key, n)) {
         *target = *value;
       }
+    } else if (n == "max_checker_interval") {
+      if (auto value = duration(node, key, n)) {
+        health.maxCheckerInterval = *value;
+      }
     } else if (n == "flap_damping") {
       if (auto value = boolean(node, key)) {
         health.flapDamping = *value;
@@ -1890,6 +1904,15 @@ Expected<void> validateConfig(const Config &config) {
   for (const auto &[name, value] : adaptiveCounts) {
     std::string key = "adaptive." + std::string(name);
     check(where(key), key, unsignedError(name, value));
+  }
+  if (health.maxCheckerInterval) {
+    check(where("health.max_checker_interval"), "health.max_checker_interval",
+          durationError("max_checker_interval", *health.maxCheckerInterval));
+    if (*health.maxCheckerInterval < health.checkerInterval) {
+      report(where("health.max_checker_interval"), "health.max_checker_interval",
+             formatDuration(*health.maxCheckerInterval) + " is below health.checker_interval (" +
+                 formatDuration(health.checkerInterval) + ")");
+    }
   }
   if (health.flapRecovery > health.flapRecoveryMax) {
     report(where("health.flap_recovery"), "health.flap_recovery",

@@ -8,6 +8,7 @@
 #include "expected.hpp"
 #include "model.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -83,6 +84,10 @@ struct PolicyOverrides {
 /// @brief Health-checking and flap-damping knobs.
 struct HealthSettings {
   std::chrono::milliseconds checkerInterval{5000};
+  /// A working path that keeps passing is checked less often: the interval
+  /// doubles after each passing check, from checkerInterval up to this
+  /// (multipathd's max_polling_interval). Unset: 4 x checkerInterval.
+  std::optional<std::chrono::milliseconds> maxCheckerInterval;
   std::chrono::milliseconds failedCheckerInterval{1000};
   std::chrono::milliseconds checkerTimeout{3000};
   bool flapDamping = true;
@@ -96,6 +101,13 @@ struct HealthSettings {
   /// Failed probes in a row before proactive failover acts (a first failure
   /// is confirmed by an immediate second probe).
   unsigned proactiveFailoverProbes = 2;
+
+  /// @brief maxCheckerInterval, or its default of 4 x checkerInterval.
+  [[nodiscard]] std::chrono::milliseconds effectiveMaxCheckerInterval() const {
+    // The default stays within the hour an explicit value may have.
+    return maxCheckerInterval.value_or(std::max(
+        checkerInterval, std::min(checkerInterval * 4, std::chrono::milliseconds{3600000})));
+  }
 
   bool operator==(const HealthSettings &) const = default;
 };

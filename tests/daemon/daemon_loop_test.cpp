@@ -277,15 +277,18 @@ selector = "round-robin"
 
 [health]
 checker_interval = "1s"
+max_checker_interval = "1s"
 failed_checker_interval = "1s"
 )";
 
 /// kConfig with working paths checked every @p interval (failed ones still
-/// every second).
+/// every second), without backoff.
 std::string withWorkingPathChecks(const std::string &interval) {
   std::string config = kConfig;
-  const std::string fast = "\nchecker_interval = \"1s\"";
-  config.replace(config.find(fast), fast.size(), "\nchecker_interval = \"" + interval + "\"");
+  for (const std::string key : {"\nchecker_interval", "\nmax_checker_interval"}) {
+    const std::string fast = key + " = \"1s\"";
+    config.replace(config.find(fast), fast.size(), key + " = \"" + interval + "\"");
+  }
   return config;
 }
 

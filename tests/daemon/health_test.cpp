@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 namespace {
 
@@ -551,7 +552,9 @@ TEST(HealthScheduling, NewPathIsDueAtOnce) {
 }
 
 TEST(HealthScheduling, UpPathsAreCheckedEveryIntervalWithinTenPercentJitter) {
-  HealthTracker tracker(HealthSettings{}, 42);
+  HealthSettings fixed;
+  fixed.maxCheckerInterval = fixed.checkerInterval; // no backoff
+  HealthTracker tracker(fixed, 42);
   addUp(tracker, "sdb", t0);
   std::set<TimePoint::duration> delays;
   TimePoint now = t0;
@@ -567,6 +570,154 @@ TEST(HealthScheduling, UpPathsAreCheckedEveryIntervalWithinTenPercentJitter) {
     now = due;
   }
   EXPECT_GT(delays.size(), 50U); // jittered, not one fixed interval
+}
+
+/// Passes @p device's check at @p now and returns the delay to its next one.
+TimePoint::duration passAndNextDelay(HealthTracker &tracker, const std::string &device,
+                                     TimePoint now) {
+  tracker.markCheckStarted(device, now);
+  tracker.checkCompleted(device, passed(), now);
+  return *tracker.nextCheckDue(device) - now;
+}
+
+/// True when @p delay is @p interval within the +/-10% jitter.
+bool about(TimePoint::duration delay, std::chrono::milliseconds interval) {
+  return delay >= interval * 9 / 10 && delay <= interval * 11 / 10;
+}
+
+TEST(HealthScheduling, AnUpPathThatKeepsPassingBacksOffToFourTimesTheIntervalByDefault) {
+  HealthTracker tracker(HealthSettings{}, 42); // 5s, max unset: 20s
+  addUp(tracker, "sdb", t0);                   // the first pass
+  EXPECT_TRUE(about(*tracker.nextCheckDue("sdb") - t0, 5s));
+  TimePoint now = *tracker.nextCheckDue("sdb");
+  std::vector<std::chrono::milliseconds> expected{10s, 20s, 20s, 20s};
+  for (const auto interval : expected) {
+    const auto delay = passAndNextDelay(tracker, "sdb", now);
+    EXPECT_TRUE(about(delay, interval))
+        << std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()
+        << " ms, expected about " << interval.count();
+    now += delay;
+  }
+}
+
+TEST(HealthScheduling, TheBackoffStopsAtTheConfiguredMaximum) {
+  HealthSettings settings;
+  settings.checkerInterval = 2s;
+  settings.maxCheckerInterval = 12s; // not a power of two times 2s
+  HealthTracker tracker(settings, 3);
+  addUp(tracker, "sdb", t0);
+  TimePoint now = *tracker.nextCheckDue("sdb");
+  std::vector<std::chrono::milliseconds> expected{4s, 8s, 12s, 12s};
+  for (const auto interval : expected) {
+    const auto delay = passAndNextDelay(tracker, "sdb", now);
+    EXPECT_TRUE(about(delay, interval))
+        << std::chrono::duration_cast<std::chrono::milliseconds>(delay).count();
+    now += delay;
+  }
+}
+
+TEST(HealthScheduling, AFailureStartsTheBackoffOver) {
+  HealthTracker tracker(HealthSettings{}, 9);
+  addUp(tracker, "sdb", t0);
+  TimePoint now = *tracker.nextCheckDue("sdb");
+  for (int i = 0; i < 3; ++i) {
+    now += passAndNextDelay(tracker, "sdb", now);
+  }
+  ASSERT_TRUE(about(passAndNextDelay(tracker, "sdb", now), 20s)); // backed off
+  now += 3s;
+  tracker.kernelFailed("sdb", now);
+  EXPECT_TRUE(about(*tracker.nextCheckDue("sdb") - now, 1s)); // the failed interval at once
+  // Back: checked at checker_interval again, then backing off anew.
+  now = *tracker.nextCheckDue("sdb");
+  EXPECT_TRUE(about(passAndNextDelay(tracker, "sdb", now), 5s));
+  now = *tracker.nextCheckDue("sdb");
+  EXPECT_TRUE(about(passAndNextDelay(tracker, "sdb", now), 10s));
+}
+
+TEST(HealthScheduling, ASessionThatDroppedAndCameBackStartsTheBackoffOver) {
+  HealthTracker tracker(HealthSettings{}, 11);
+  addUp(tracker, "sdb", t0);
+  TimePoint now = *tracker.nextCheckDue("sdb");
+  for (int i = 0; i < 4; ++i) {
+    now += passAndNextDelay(tracker, "sdb", now);
+  }
+  tracker.sessionChanged("sdb", SessionState::Failed, now + 1s);
+  tracker.sessionChanged("sdb", SessionState::LoggedIn, now + 2s);
+  EXPECT_EQ(*tracker.nextCheckDue("sdb"), now + 2s); // the login asks for a check at once
+  EXPECT_TRUE(about(passAndNextDelay(tracker, "sdb", now + 2s), 5s));
+}
+
+TEST(HealthScheduling, AKernelReinstatementStartsTheBackoffOver) {
+  HealthTracker tracker(HealthSettings{}, 13);
+  addUp(tracker, "sdb", t0);
+  TimePoint now = *tracker.nextCheckDue("sdb");
+  for (int i = 0; i < 4; ++i) {
+    now += passAndNextDelay(tracker, "sdb", now);
+  }
+  // dm had it failed behind our back (another tool) and reinstated it.
+  tracker.kernelReinstated("sdb", now + 1s);
+  EXPECT_LE(*tracker.nextCheckDue("sdb"), now + 1s + 5500ms); // brought forward
+  EXPECT_TRUE(about(passAndNextDelay(tracker, "sdb", now + 2s), 5s));
+}
+
+TEST(HealthScheduling, APathReleasedFromItsHoldDownStartsAtTheCheckerInterval) {
+  HealthTracker tracker(HealthSettings{}, 19);
+  addUp(tracker, "sdb", t0);
+  flapOnce(tracker, "sdb", t0 + 1s, t0 + 2s);
+  flapOnce(tracker, "sdb", t0 + 3s, t0 + 4s);
+  tracker.kernelFailed("sdb", t0 + 5s); // shaky, held for 30 s
+  ASSERT_EQ(tracker.state("sdb"), PathState::Shaky);
+  for (auto at = t0 + 6s; at < t0 + 36s; at += 1s) { // its passes meanwhile
+    tracker.markCheckStarted("sdb", at);
+    tracker.checkCompleted("sdb", passed(), at);
+  }
+  ASSERT_EQ(only(tracker.tick(t0 + 36s)).state, PathState::Up);
+  EXPECT_TRUE(about(passAndNextDelay(tracker, "sdb", t0 + 37s), 5s));
+}
+
+TEST(HealthScheduling, AnAluaChangeStartsTheBackoffOverAndTheSameStateAgainDoesNot) {
+  HealthTracker tracker(HealthSettings{}, 23);
+  addUp(tracker, "sdb", t0); // ALUA None
+  TimePoint now = *tracker.nextCheckDue("sdb");
+  for (int i = 0; i < 3; ++i) {
+    now += passAndNextDelay(tracker, "sdb", now);
+  }
+  ASSERT_TRUE(about(passAndNextDelay(tracker, "sdb", now), 20s));
+  const auto due = *tracker.nextCheckDue("sdb");
+  tracker.aluaChanged("sdb", AluaState::None, now + 1s); // every sync says it again
+  EXPECT_EQ(*tracker.nextCheckDue("sdb"), due);
+  tracker.aluaChanged("sdb", AluaState::Standby, now + 2s);
+  EXPECT_LE(*tracker.nextCheckDue("sdb"), now + 2s + 5500ms);
+  EXPECT_TRUE(about(passAndNextDelay(tracker, "sdb", now + 3s), 5s));
+}
+
+TEST(HealthScheduling, ATurThatTurnsAnUpPathGhostStartsTheBackoffOver) {
+  HealthTracker tracker(HealthSettings{}, 29);
+  addUp(tracker, "sdb", t0);
+  TimePoint now = *tracker.nextCheckDue("sdb");
+  for (int i = 0; i < 3; ++i) {
+    now += passAndNextDelay(tracker, "sdb", now);
+  }
+  ASSERT_TRUE(about(passAndNextDelay(tracker, "sdb", now), 20s));
+  now = *tracker.nextCheckDue("sdb");
+  tracker.markCheckStarted("sdb", now);
+  tracker.checkCompleted("sdb", standby(), now);
+  ASSERT_EQ(tracker.state("sdb"), PathState::Ghost);
+  EXPECT_TRUE(about(*tracker.nextCheckDue("sdb") - now, 5s));
+}
+
+TEST(HealthScheduling, ALowerMaximumAppliesAtOnceToABackedOffPath) {
+  HealthTracker tracker(HealthSettings{}, 17);
+  addUp(tracker, "sdb", t0);
+  TimePoint now = *tracker.nextCheckDue("sdb");
+  for (int i = 0; i < 3; ++i) {
+    now += passAndNextDelay(tracker, "sdb", now);
+  }
+  ASSERT_TRUE(about(passAndNextDelay(tracker, "sdb", now), 20s));
+  HealthSettings fixed;
+  fixed.maxCheckerInterval = fixed.checkerInterval;
+  tracker.setSettings(fixed, now + 1s);
+  EXPECT_LE(*tracker.nextCheckDue("sdb"), now + 1s + 5500ms);
 }
 
 TEST(HealthScheduling, FailedPathsAreCheckedAtTheFailedIntervalWithJitter) {

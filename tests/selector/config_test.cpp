@@ -882,6 +882,26 @@ TEST(ValidateConfig, FlapRecoveryAboveItsMaximumNamesTheFile) {
                            "health.flap_recovery_max (10m)");
 }
 
+TEST(ValidateConfig, MaxCheckerIntervalIsFourTimesTheIntervalUnlessSet) {
+  EXPECT_EQ(parseOk("[health]\nchecker_interval = \"10s\"\n")
+                .defaults.health.effectiveMaxCheckerInterval(),
+            std::chrono::seconds(40));
+  Config config = parseOk("[health]\nmax_checker_interval = \"1m\"\n");
+  EXPECT_EQ(config.defaults.health.maxCheckerInterval, std::chrono::minutes(1));
+  EXPECT_EQ(config.defaults.health.effectiveMaxCheckerInterval(), std::chrono::minutes(1));
+  EXPECT_TRUE(validateConfig(config).has_value());
+  // Equal means a fixed interval, and is valid.
+  EXPECT_TRUE(validateConfig(parseOk("[health]\nmax_checker_interval = \"5s\"\n")).has_value());
+}
+
+TEST(ValidateConfig, MaxCheckerIntervalBelowTheIntervalNamesTheFile) {
+  Config config = parseOk("[health]\nchecker_interval = \"10s\"\nmax_checker_interval = \"5s\"\n");
+  auto valid = validateConfig(config);
+  ASSERT_FALSE(valid.has_value());
+  EXPECT_EQ(valid.error(), "pathkeeper.conf:3:24: health.max_checker_interval: 5s is below "
+                           "health.checker_interval (10s)");
+}
+
 TEST(ValidateConfig, LaterLayerCanFixAnEarlierCrossFieldProblem) {
   Config config = parseOk("[health]\nflap_recovery = \"20m\"\n");
   config = parseOk("[health]\nflap_recovery_max = \"1h\"\n", config);
