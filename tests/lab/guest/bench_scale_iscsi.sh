@@ -22,9 +22,12 @@
 #
 # CPU sharing (cgroups=1, the default): as systemd runs them, udevd and the
 # daemon under test each get a cgroup of their own (cgroup v2, cpu
-# controller, the default weight 100 of every service), and the lab's own
-# processes (this script, its polls, iscsid) a third, so that the guest's 2
-# vCPUs are shared per service and not per process. With cgroups=0 every
+# controller), and the lab's own processes (this script, its polls,
+# iscsid) a third, so that the guest's 2 vCPUs are shared per service and
+# not per process. udevd and the lab have the default weight 100; the
+# daemon's group has the CPUWeight= of that daemon's unit
+# (bench_si_weight): 1000 for pathkeeperd, 100 for Debian 12's
+# multipathd. With cgroups=0 every
 # process shares one flat run queue, as before 2026-12-05: there udevd's
 # workers, busy with the new maps' events, leave a daemon's one table
 # thread about 1/20 of the CPU. See bench/README.md (scale-iscsi).
@@ -55,6 +58,31 @@ bench_si_cgroups() {
     done
     BENCH_SI_CGROUPS=1
     lab_log "cgroups: udevd, daemon and lab, cpu.weight $(<"$BENCH_SI_CG/daemon/cpu.weight") each"
+}
+
+# bench_si_unit_weight UNIT-FILE: the unit's CPUWeight=, or systemd's
+# default 100.
+bench_si_unit_weight() {
+    local w
+    w=$(sed -n 's/^CPUWeight=\([0-9]*\)$/\1/p' "$1" 2>/dev/null | tail -n 1)
+    echo "${w:-100}"
+}
+
+# bench_si_weight KIND: the daemon group's cpu.weight for the next run, as
+# systemd would set it from that daemon's unit: pathkeeperd's shipped unit
+# (packaging/pathkeeperd.service), and multipathd's as Debian installs it.
+# BENCH_SI_PKD_WEIGHT and BENCH_SI_MPD_WEIGHT override them (e.g. 1000 for
+# multipathd, as upstream's newer unit sets).
+bench_si_weight() {
+    local w
+    ((BENCH_SI_CGROUPS)) || return 0
+    if [[ $1 == mpd ]]; then
+        w=${BENCH_SI_MPD_WEIGHT:-$(bench_si_unit_weight /lib/systemd/system/multipathd.service)}
+    else
+        w=${BENCH_SI_PKD_WEIGHT:-$(bench_si_unit_weight "$LAB_DIR/../../packaging/pathkeeperd.service")}
+    fi
+    echo "$w" >"$BENCH_SI_CG/daemon/cpu.weight"
+    lab_log "cgroup daemon: cpu.weight $(<"$BENCH_SI_CG/daemon/cpu.weight") for $1"
 }
 
 # bench_si_in GROUP CMD...: runs CMD with this shell in GROUP, so that what
@@ -127,6 +155,7 @@ bench_si_cold() {
     lab_step "bench $scen: $kind run $run ($SI_PATHS paths, $SI_LUNS maps)"
     c=$(bench_si_dm)
     [[ $c == "0 0 0" ]] || lab_log "WARNING: maps before the start: $c"
+    bench_si_weight "$kind"
     t0=$(si_ms)
     bench_si_in daemon bench_start "$kind" "$@"
     next=$((SECONDS + 30))
@@ -192,7 +221,7 @@ bench_scale_iscsi() {
     if [[ ${6:-1} == 1 ]]; then
         bench_si_cgroups || lab_log "WARNING: no cgroup v2 cpu controller; every process shares one run queue"
     fi
-    bench_note "scale-iscsi: CPU shared $( ((BENCH_SI_CGROUPS)) && echo "per service (cgroups udevd, daemon, lab; cpu.weight 100 each)" || echo "per process (one flat run queue)")"
+    bench_note "scale-iscsi: CPU shared $( ((BENCH_SI_CGROUPS)) && echo "per service (cgroups udevd, daemon, lab; cpu.weight 100, the daemon's as its unit sets: pathkeeperd $(bench_si_unit_weight "$LAB_DIR/../../packaging/pathkeeperd.service"), multipathd $(bench_si_unit_weight /lib/systemd/system/multipathd.service))" || echo "per process (one flat run queue)")"
     bench_note "scale-iscsi: $SI_LUNS LUNs x $SI_SESSIONS sessions = $SI_PATHS iSCSI paths (LIO fileio ${SI_MB} MiB, 2 portals), $SI_LUNS WWIDs; kernel $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ {print $2}' /proc/meminfo) kB; $(dpkg-query -W -f='multipath-tools ${Version}' multipath-tools 2>/dev/null); setup: LIO configfs ${SI_T_TARGET:-?} ms, logins + SCSI scan ${SI_T_SCAN:-?} ms"
     bench_pkd_conf
     bench_mpd_conf
