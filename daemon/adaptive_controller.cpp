@@ -3,6 +3,7 @@
 #include "dm_table.hpp"
 #include "per_map_state.hpp"
 
+#include <array>
 #include <cmath>
 
 namespace pathkeeper::daemon {
@@ -36,6 +37,39 @@ void AdaptiveController::setSettings(const selector::AdaptiveSettings &settings)
   for (auto &[alias, map] : maps_) {
     map.governor.setSettings(settings_);
   }
+}
+
+std::map<std::string_view, std::string_view> parseDiskstats(std::string_view text) {
+  std::map<std::string_view, std::string_view> lines;
+  const auto isSpace = [](char c) { return c == ' ' || c == '\t'; };
+  while (!text.empty()) {
+    const auto eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
+    // major, minor, name, then the counters.
+    std::array<std::string_view, 3> words{};
+    std::size_t at = 0;
+    bool complete = true;
+    for (auto &word : words) {
+      while (at < line.size() && isSpace(line[at])) {
+        ++at;
+      }
+      const std::size_t start = at;
+      while (at < line.size() && !isSpace(line[at])) {
+        ++at;
+      }
+      word = line.substr(start, at - start);
+      complete = complete && !word.empty();
+    }
+    if (!complete) {
+      continue;
+    }
+    while (at < line.size() && isSpace(line[at])) {
+      ++at;
+    }
+    lines.insert_or_assign(words[2], line.substr(at));
+  }
+  return lines;
 }
 
 void AdaptiveController::sample(const std::string &device, std::string_view statText,

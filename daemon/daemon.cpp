@@ -166,6 +166,32 @@ std::string readSmallFile(const fs::path &file) {
   return std::string(text.substr(0, text.find('\n')));
 }
 
+// A whole procfs file (/proc/diskstats: about 100 bytes per block device);
+// "" when it cannot be read. procfs answers each read() with whole lines.
+std::string readProcFile(const fs::path &file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return {};
+  }
+  std::string text;
+  std::array<char, 16384> buffer{};
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer.data(), buffer.size());
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      if (got < 0) {
+        text.clear(); // a partial read would drop devices: the caller reads each file
+      }
+      break;
+    }
+    text.append(buffer.data(), static_cast<std::size_t>(got));
+  }
+  ::close(fd);
+  return text;
+}
+
 SessionState sessionStateOf(std::string_view text) {
   if (text == "LOGGED_IN") {
     return SessionState::LoggedIn;
@@ -884,6 +910,16 @@ void Daemon::sampleAdaptive() {
   const auto wall = std::chrono::system_clock::now();
   std::string reloaded;
   bool recordedAny = false;
+  // Every device's counters in one read; a device missing from it (or no
+  // /proc/diskstats at all) is read from its own stat file.
+  const std::string diskstatsText = readProcFile(options_.procRoot / "diskstats");
+  const auto diskstats = parseDiskstats(diskstatsText);
+  const auto statOf = [&](const std::string &device) {
+    if (auto it = diskstats.find(device); it != diskstats.end()) {
+      return std::string(it->second);
+    }
+    return readSmallFile(options_.sysfsRoot / "block" / device / "stat");
+  };
   for (const auto &[alias, map] : maps_) {
     if (!map.desired) {
       continue; // companion mode, or not ours: multipathd or nobody sets its weights
@@ -905,10 +941,7 @@ void Daemon::sampleAdaptive() {
         if (pathByDevice(device) == nullptr) {
           continue; // a devt the inventory does not know: nothing to read
         }
-        // A few hundred bytes from sysfs, answered from memory: cheap enough
-        // for the loop thread.
-        adaptive_.sample(device, readSmallFile(options_.sysfsRoot / "block" / device / "stat"),
-                         now);
+        adaptive_.sample(device, statOf(device), now);
         unsigned weight = 1;
         if (auto live = map.liveWeights.find(device); live != map.liveWeights.end()) {
           weight = live->second;

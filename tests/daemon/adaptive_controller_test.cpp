@@ -279,6 +279,36 @@ TEST(AdaptiveController, IgnoresAStatFileThatDoesNotParse) {
   EXPECT_EQ(controller.estimate("sda"), nullptr);
 }
 
+TEST(Diskstats, GivesEachDeviceTheFieldsOfItsStatFile) {
+  // As Linux 6.1 writes it: major, minor, name, then the 17 counters of
+  // /sys/block/<dev>/stat.
+  const std::string text =
+      "   8       0 sda 1523 12 61234 880 310 7 4920 1200 0 1650 2080 0 0 0 0 41 9\n"
+      "   8      16 sdb 9 0 72 3 0 0 0 0 2 10 3 0 0 0 0 0 0\n"
+      " 253       0 dm-0 40 0 320 25 0 0 0 0 0 20 25 0 0 0 0 0 0\n";
+  const auto stats = parseDiskstats(text);
+  ASSERT_EQ(stats.size(), 3U);
+  ASSERT_TRUE(stats.contains("sda"));
+  EXPECT_EQ(stats.at("sda"), "1523 12 61234 880 310 7 4920 1200 0 1650 2080 0 0 0 0 41 9");
+  const auto sda = selector::parseBlockStat(stats.at("sda"));
+  ASSERT_TRUE(sda.has_value());
+  EXPECT_EQ(sda->readIos, 1523U);
+  EXPECT_EQ(sda->writeSectors, 4920U);
+  EXPECT_EQ(sda->ioTicks, 1650U);
+  EXPECT_EQ(sda->flushTicks, 9U);
+  const auto sdb = selector::parseBlockStat(stats.at("sdb"));
+  ASSERT_TRUE(sdb.has_value());
+  EXPECT_EQ(sdb->inFlight, 2U);
+  EXPECT_TRUE(stats.contains("dm-0"));
+}
+
+TEST(Diskstats, SkipsLinesWithoutANameAndToleratesNoNewlineAtTheEnd) {
+  const auto stats = parseDiskstats("\n   8\n 8 32\n\t8\t32\tsdc 1 2 3 4 5 6 7 8 0 9 10");
+  ASSERT_EQ(stats.size(), 1U);
+  EXPECT_EQ(stats.at("sdc"), "1 2 3 4 5 6 7 8 0 9 10");
+  EXPECT_TRUE(parseDiskstats("").empty());
+}
+
 TEST(AdaptiveController, RestartsEstimatesWhenTheHalfLifeChanges) {
   AdaptiveController controller;
   feed(controller, 8);
