@@ -1076,7 +1076,9 @@ void Daemon::onHealthTimer() {
   const auto now = Clock::now();
   apply(health_.tick(now, checker_->queued()));
   startDueChecks(now);
-  runMapPolicies(now);
+  if (mapPoliciesDue(now)) {
+    runMapPolicies(now);
+  }
   resendForwards(now);
   if (mode_ == selector::Mode::Companion && !queueingHandover_.empty()) {
     handOverQueueing(now);
@@ -1798,8 +1800,21 @@ std::optional<unsigned> kernelGroup(DeviceMapper &dm, const std::string &map) {
 } // namespace
 
 void Daemon::runMapPolicies(Clock::time_point now) {
+  nextPolicySweep_ = now + config_.defaults.health.checkerInterval;
   runNoPathRetry(now);
   runFailback(now);
+}
+
+bool Daemon::mapPoliciesDue(Clock::time_point now) const {
+  if (now >= nextPolicySweep_) {
+    return true;
+  }
+  for (const auto deadline : {failback_.nextDeadline(), noPathRetry_.nextDeadline()}) {
+    if (deadline && *deadline <= now) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void Daemon::runNoPathRetry(Clock::time_point now) {

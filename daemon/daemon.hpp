@@ -204,6 +204,13 @@ private:
                    bool everyMultipathMap);
   /// The map-level reactions to path states: no_path_retry, then failback.
   void runMapPolicies(Clock::time_point now);
+  /// @brief Whether the health timer must run the map policies: a failback
+  /// or no_path_retry deadline has come, or checker_interval has passed
+  /// since they last ran. Everything else that can change their outcome (a
+  /// path's verdict, a switch, a reconcile) runs them itself; at 1000
+  /// paths running them at every timer fire, dozens a second, was a quarter
+  /// of the daemon's CPU.
+  [[nodiscard]] bool mapPoliciesDue(Clock::time_point now) const;
   void runNoPathRetry(Clock::time_point now);
   /// Sends queue_if_no_path (@p queue) or fail_if_no_path to map @p alias;
   /// @p reason is for the log. A message from the no_path_retry count
@@ -468,6 +475,9 @@ private:
   std::set<std::string> markChecked_; ///< paths whose udev marks were checked
   std::string pendingReconcileWhy_;
   Clock::time_point nextFullSessionPoll_{}; ///< pollSessions(): when to read every session again
+  /// onHealthTimer(): when the map policies run again with nothing due (see
+  /// mapPoliciesDue()).
+  Clock::time_point nextPolicySweep_{};
   std::map<std::string, std::string> mapOfDevice_; ///< device -> alias, rebuilt with maps_
   std::string diskSweepCursor_;                    ///< pollSessions(): the last disk its sweep read
   std::unique_ptr<DmWorker> tableWorker_;          ///< dm reads, create and reload (after startup)
