@@ -30,16 +30,7 @@ bench_pkd_conf
 bench_mpd_conf
 bench_si_remove_maps || true
 
-lab_step "si-weight: start udevd, coldplug $SI_PATHS sd devices"
-t0=$SECONDS
-bench_si_in udevd /lib/systemd/systemd-udevd --daemon --resolve-names=never
-pk_mask_multipath_uevent_check
-udevadm trigger --action=add --subsystem-match=block || true
-if udevadm settle --timeout=2400; then
-    bench_note "udevd coldplug of $SI_PATHS sd devices took $((SECONDS - t0)) s (not part of any figure)"
-else
-    bench_note "udevd coldplug not settled after $((SECONDS - t0)) s"
-fi
+bench_si_coldplug si-weight
 
 for ((run = 1; run <= SW_RUNS; run++)); do
     for kind in pkd mpd pkd-100 mpd-1000; do

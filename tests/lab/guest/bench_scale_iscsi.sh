@@ -85,6 +85,22 @@ bench_si_weight() {
     lab_log "cgroup daemon: cpu.weight $(<"$BENCH_SI_CG/daemon/cpu.weight") for $1"
 }
 
+# bench_si_coldplug LABEL: starts udevd in its group, masks multipath's
+# uevent rule and coldplugs every block device, settled (up to 2400 s);
+# the time is a NOTE, outside every figure.
+bench_si_coldplug() {
+    local t0=$SECONDS
+    lab_step "$1: start udevd, coldplug $SI_PATHS sd devices"
+    bench_si_in udevd /lib/systemd/systemd-udevd --daemon --resolve-names=never
+    pk_mask_multipath_uevent_check
+    udevadm trigger --action=add --subsystem-match=block || true
+    if udevadm settle --timeout=2400; then
+        bench_note "udevd coldplug of $SI_PATHS sd devices took $((SECONDS - t0)) s (not part of any figure)"
+    else
+        bench_note "udevd coldplug not settled after $((SECONDS - t0)) s"
+    fi
+}
+
 # bench_si_in GROUP CMD...: runs CMD with this shell in GROUP, so that what
 # CMD forks starts there (exact, unlike moving it after the fork), then
 # moves the shell back to lab. Without cgroups, just CMD.
