@@ -304,7 +304,9 @@ bench_si_profile() {
         --log-target stderr --log-level info --no-udev-sync >>"$PD_LOG" 2>&1 &
     local perf_pid=$!
     for ((i = 0; i < 100; i++)); do
-        pid=$(pgrep -P "$perf_pid" -x pathkeeperd || true)
+        # perf's one child, whatever the binary is called (its comm is
+        # the file name, cut to 15 characters).
+        pid=$(pgrep -P "$perf_pid" | head -n 1 || true)
         [[ -z $pid ]] || break
         sleep 0.1
     done
