@@ -173,6 +173,8 @@ public:
   explicit SysfsInventory(std::filesystem::path sysfsRoot);
 
   /// @brief Reads everything. Fails only when the root is not a directory.
+  /// Many disks (hundreds) are read on a few threads of its own, which are
+  /// gone when it returns.
   [[nodiscard]] Expected<Inventory> scan() const;
 
   /// @brief Applies one udev event by re-reading the objects it concerns.
@@ -188,6 +190,12 @@ private:
   void refreshConnection(Inventory &inventory, const std::string &name) const;
   void refreshHost(Inventory &inventory, const std::string &name) const;
   void refreshDisk(Inventory &inventory, const std::string &name) const;
+  /// block/@p name as read now; nullopt when it is not there.
+  [[nodiscard]] std::optional<ScsiDisk> readDisk(const std::string &name) const;
+  /// readDisk of every name, in order, read on a few threads when there
+  /// are many.
+  [[nodiscard]] std::vector<std::optional<ScsiDisk>>
+  readDisks(const std::vector<std::string> &names) const;
 
   std::filesystem::path root_;
 };

@@ -5,6 +5,7 @@
 #include "config_files.hpp"
 #include "plan.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -125,6 +126,7 @@ public:
   struct Disk {
     int host = 2;
     int session = 1;
+    int lun = 0;
     std::string name = "sdb";
     std::string dev = "8:16";
     std::optional<Bytes> pg83;
@@ -142,7 +144,7 @@ public:
   /// @return the SCSI device directory (.../H:C:T:L).
   fs::path addDisk(const Disk &d) {
     const auto h = std::to_string(d.host);
-    const auto hctl = h + ":0:0:0";
+    const auto hctl = h + ":0:0:" + std::to_string(d.lun);
     const auto rel = "devices/platform/host" + h + "/session" + std::to_string(d.session) +
                      "/target" + h + ":0:0/" + hctl;
     const auto dir = root_ / rel;
@@ -598,6 +600,46 @@ TEST_F(SysfsTree, AnEmptyRootIsAnEmptyInventory) {
   const auto inventory = scan();
   EXPECT_TRUE(inventory.paths.empty());
   EXPECT_TRUE(inventory.sessions.empty());
+}
+
+TEST_F(SysfsTree, ManyDisksReadOnSeveralThreadsMatchTheDisksReadOneByOne) {
+  // Enough disks that a scan shares them among threads (with 2 or more
+  // CPUs); the same disks announced one by one go through the single read
+  // of an event, and both must give the same inventory.
+  FakeSysfs fake(root_);
+  fake.addSession({.id = 1, .host = 2, .target = std::string(kUpperIqn20)});
+  const Inventory before = scan();
+  constexpr int kDisks = 300;
+  std::vector<std::string> devpaths;
+  for (int lun = 0; lun < kDisks; ++lun) {
+    // sda..sdz, sdaa..: the kernel's names; LUN-specific NAA identities.
+    std::string name = "sd";
+    if (lun >= 26) {
+      name += static_cast<char>('a' + lun / 26 - 1);
+    }
+    name += static_cast<char>('a' + lun % 26);
+    const std::string naa = fmt::format("6001405{:025x}", lun + 1);
+    const auto dir = fake.addDisk({.host = 2,
+                                   .session = 1,
+                                   .lun = lun,
+                                   .name = name,
+                                   .dev = fmt::format("65:{}", lun),
+                                   .pg83 = page83(naa),
+                                   .wwid = "naa." + naa});
+    devpaths.push_back("/" + dir.lexically_relative(root_).string() + "/block/" + name);
+  }
+
+  const Inventory scanned = scan();
+  ASSERT_EQ(scanned.paths.size(), static_cast<std::size_t>(kDisks)) << allProblems(scanned);
+  EXPECT_EQ(allProblems(scanned), "");
+  EXPECT_EQ(scanned.paths.at("sda").path.wwid, "36001405" + fmt::format("{:025x}", 1));
+  EXPECT_EQ(scanned.paths.at("sdkn").path.wwid, "36001405" + fmt::format("{:025x}", kDisks));
+
+  Inventory oneByOne = before;
+  for (const auto &devpath : devpaths) {
+    SysfsInventory(root_).apply(oneByOne, {UdevEvent::Action::Add, "block", devpath});
+  }
+  EXPECT_EQ(oneByOne, scanned);
 }
 
 // --- incremental updates ---------------------------------------------------
