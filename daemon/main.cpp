@@ -12,6 +12,8 @@
 #include "log.hpp"
 #include "publisher.hpp"
 
+#include <malloc.h>
+
 #include <sdbus-c++/Error.h>
 #include <sdbus-c++/IConnection.h>
 
@@ -84,6 +86,12 @@ std::optional<daemon::log::Level> parseLevel(std::string_view text) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // One malloc arena. Almost everything is allocated on the loop thread;
+  // glibc would give each other thread that allocates (checker, device-
+  // mapper and startup scan threads) an arena of its own, whose free pages
+  // stay resident: what the scan threads read lives on in the inventory,
+  // and their arenas added 0.5 MiB at 1000 paths.
+  ::mallopt(M_ARENA_MAX, 1);
   daemon::DaemonOptions options;
   options.configFile = daemon::kDefaultConfigFile;
   options.configDir = daemon::kDefaultDropInDir;
