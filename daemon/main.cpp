@@ -13,6 +13,7 @@
 #include "publisher.hpp"
 
 #include <malloc.h>
+#include <sys/prctl.h>
 
 #include <sdbus-c++/Error.h>
 #include <sdbus-c++/IConnection.h>
@@ -92,6 +93,12 @@ int main(int argc, char **argv) {
   // stay resident: what the scan threads read lives on in the inventory,
   // and their arenas added 0.5 MiB at 1000 paths.
   ::mallopt(M_ARENA_MAX, 1);
+  // No transparent huge pages. With THP "always" (Debian's kernels)
+  // khugepaged folds any 2 MiB of the heap it finds in use into a huge
+  // page; the 1000-path profile found 4 MiB of the 5.8 MiB heap so backed,
+  // and runs whose reading came after such a fold had 2 MiB more RSS. A
+  // heap of a few MiB gains nothing from huge pages.
+  static_cast<void>(::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0));
   daemon::DaemonOptions options;
   options.configFile = daemon::kDefaultConfigFile;
   options.configDir = daemon::kDefaultDropInDir;
