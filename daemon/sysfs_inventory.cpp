@@ -589,8 +589,8 @@ SysfsInventory::readDisks(const std::vector<std::string> &names) const {
   // A disk is a dozen small sysfs reads, each a path walk and a page the
   // kernel zeroes: at 1000 paths in the lab's TCG guest, 1.1 s of CPU and
   // the largest part of a cold start before the first map. The disks are
-  // independent, so a few threads share them (the daemon's other threads
-  // have nothing to do yet at startup).
+  // independent, so a few threads share them (at startup the daemon's
+  // other threads have nothing to do yet; a Rescan runs here too).
   std::vector<std::optional<ScsiDisk>> out(names.size());
   std::atomic<std::size_t> next{0};
   const auto work = [&] {
@@ -614,7 +614,8 @@ SysfsInventory::readDisks(const std::vector<std::string> &names) const {
   }
   work();
   for (auto &helper : helpers) {
-    helper.get(); // rethrows what a helper threw (the others finish first)
+    helper.get(); // rethrows what a helper threw; the other helpers' futures
+                  // wait for their threads as the exception unwinds
   }
   return out;
 }

@@ -173,8 +173,8 @@ public:
   explicit SysfsInventory(std::filesystem::path sysfsRoot);
 
   /// @brief Reads everything. Fails only when the root is not a directory.
-  /// Many disks (hundreds) are read on a few threads of its own, which are
-  /// gone when it returns.
+  /// Many disks (from 128 on) are read on a few threads of its own, which
+  /// are gone when it returns.
   [[nodiscard]] Expected<Inventory> scan() const;
 
   /// @brief Applies one udev event by re-reading the objects it concerns.
