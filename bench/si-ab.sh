@@ -12,9 +12,7 @@ AB_A=$(si_arg daemon "" "$@")
 AB_B=$(si_arg daemon2 "" "$@")
 AB_RUNS=$(si_arg runs 3 "$@")
 AB_UDEV=$(si_arg udev 1 "$@")
-BENCH_SI_BUDGET=0
-BENCH_SI_UNTIL=$(si_arg until 0 "$@")
-BENCH_SI_T0=$SECONDS
+bench_si_limits 0 "$(si_arg until 0 "$@")"
 lab_check "pathkeeperd binary A given (daemon=PATH)" test -x "$AB_A"
 lab_check "pathkeeperd binary B given (daemon2=PATH)" test -x "$AB_B"
 

@@ -19,9 +19,7 @@ SB_D=$(si_arg daemon "" "$@")
 SB_RUNS=$(si_arg runs 3 "$@")
 SB_STEADY=$(si_arg steady 60 "$@")
 SB_MPD=$(si_arg mpd 1 "$@")
-BENCH_SI_BUDGET=0
-BENCH_SI_UNTIL=$(si_arg until 0 "$@")
-BENCH_SI_T0=$SECONDS
+bench_si_limits 0 "$(si_arg until 0 "$@")"
 lab_check "pathkeeperd binary given (daemon=PATH)" test -x "$SB_D"
 
 # Every sd device's completed SCSI commands, summed (hex counters; one cat,

@@ -15,9 +15,7 @@
 source "$LAB_DIR/guest/bench_scale_iscsi.sh"
 SW_D=$(si_arg daemon "" "$@")
 SW_RUNS=$(si_arg runs 3 "$@")
-BENCH_SI_BUDGET=0
-BENCH_SI_UNTIL=$(si_arg until 0 "$@")
-BENCH_SI_T0=$SECONDS
+bench_si_limits 0 "$(si_arg until 0 "$@")"
 lab_check "pathkeeperd binary given (daemon=PATH)" test -x "$SW_D"
 
 if [[ $(si_arg steady 1 "$@") == 1 ]]; then

@@ -122,6 +122,14 @@ bench_si_dm() {
         END { print m + 0, a + 0, n + 0 }'
 }
 
+# bench_si_limits BUDGET UNTIL: from now on, stop starting runs after
+# BUDGET seconds or at the epoch time UNTIL (0: no limit).
+bench_si_limits() {
+    BENCH_SI_BUDGET=${1:-0}
+    BENCH_SI_UNTIL=${2:-0}
+    BENCH_SI_T0=$SECONDS
+}
+
 # bench_si_left: seconds left before the budget or the until= time (a large
 # number without either).
 bench_si_left() {
@@ -230,9 +238,7 @@ bench_si_cold() {
 # bench_scale_iscsi DAEMON RUNS UDEV BUDGET UNTIL CGROUPS
 bench_scale_iscsi() {
     local daemon=$1 runs=${2:-3} udev=${3:-1} run kind t0 left
-    BENCH_SI_BUDGET=${4:-0}
-    BENCH_SI_UNTIL=${5:-0}
-    BENCH_SI_T0=$SECONDS
+    bench_si_limits "${4:-0}" "${5:-0}"
     lab_check "pathkeeperd binary given (daemon=PATH)" test -x "$daemon"
     if [[ ${6:-1} == 1 ]]; then
         bench_si_cgroups || lab_log "WARNING: no cgroup v2 cpu controller; every process shares one run queue"
