@@ -390,8 +390,13 @@ void Daemon::start() {
   checkerSource_ = loop_.addIo(checker_->fd(), EPOLLIN, [this](unsigned) { onCheckerResults(); });
 
   // Subscribe before the scan, so that nothing between the two is lost.
-  const UdevSource source =
-      udevdRunning(options_.udevRunDir.string()) ? UdevSource::Udev : UdevSource::Kernel;
+  const UdevdStatus udevd = udevdStatus(options_.udevRunDir.string());
+  if (udevd == UdevdStatus::StaleSocket) {
+    log::warning(fmt::format("{} exists but nothing listens on it (udevd exited): taking the "
+                             "kernel's events, without udev",
+                             (options_.udevRunDir / "control").string()));
+  }
+  const UdevSource source = udevd == UdevdStatus::Running ? UdevSource::Udev : UdevSource::Kernel;
   if (options_.deviceEvents) {
     monitor_ = options_.deviceEvents(source);
   } else {

@@ -11,6 +11,7 @@
 #include "event_loop.hpp"
 #include "log.hpp"
 #include "publisher.hpp"
+#include "udev_monitor.hpp"
 
 #include <malloc.h>
 #include <sys/prctl.h>
@@ -190,7 +191,9 @@ int main(int argc, char **argv) {
   }
   try {
     daemon::LibDevmapperOptions dmOptions;
-    dmOptions.udevSync = udevSync;
+    // libdevmapper takes any /run/udev/control for a running udevd, and
+    // would wait for ever on cookies no udevd will complete.
+    dmOptions.udevSync = udevSync && daemon::udevdRunning(options.udevRunDir.string());
     if (!options.adminHoldsFile.empty()) {
       dmOptions.clearedMapsFile = options.adminHoldsFile.parent_path() / "cleared-maps";
     }

@@ -1,7 +1,10 @@
 #include "udev_monitor.hpp"
 
 #include <cerrno>
+#include <charconv>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 
 #include <libudev.h>
@@ -34,9 +37,52 @@ struct UdevMonitor::Handles {
   }
 };
 
-bool udevdRunning(const std::string &runDir) {
+bool unixSocketListening(std::istream &table, std::string_view path) {
+  // "Num RefCount Protocol Flags Type St Inode Path", Flags in hex; a
+  // listening socket has __SO_ACCEPTCON (1 << 16) set.
+  constexpr unsigned long kAcceptCon = 1UL << 16;
+  std::string line;
+  std::getline(table, line); // the header
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string num;
+    std::string refCount;
+    std::string protocol;
+    std::string flags;
+    std::string type;
+    std::string state;
+    std::string inode;
+    std::string bound;
+    if (!(fields >> num >> refCount >> protocol >> flags >> type >> state >> inode >> bound) ||
+        bound != path) {
+      continue;
+    }
+    unsigned long value = 0;
+    const auto [end, ec] = std::from_chars(flags.data(), flags.data() + flags.size(), value, 16);
+    if (ec == std::errc() && (value & kAcceptCon) != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+UdevdStatus udevdStatus(const std::string &runDir, const std::string &procNetUnix) {
+  const std::filesystem::path control =
+      std::filesystem::path(runDir).lexically_normal() / "control";
   std::error_code ec;
-  return std::filesystem::exists(std::filesystem::path(runDir) / "control", ec);
+  if (!std::filesystem::exists(control, ec)) {
+    return UdevdStatus::NotRunning;
+  }
+  std::ifstream table(procNetUnix);
+  if (!table) {
+    return UdevdStatus::Running;
+  }
+  return unixSocketListening(table, control.string()) ? UdevdStatus::Running
+                                                      : UdevdStatus::StaleSocket;
+}
+
+bool udevdRunning(const std::string &runDir) {
+  return udevdStatus(runDir) == UdevdStatus::Running;
 }
 
 UdevMonitor::UdevMonitor(UdevSource source) : handles_(std::make_unique<Handles>()) {

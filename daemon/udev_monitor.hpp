@@ -6,9 +6,11 @@
 
 #include "sysfs_inventory.hpp"
 
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct udev;
@@ -37,8 +39,27 @@ enum class UdevSource {
   Kernel, ///< straight from the kernel; for hosts without udevd
 };
 
-/// @brief True when udevd is running (its control socket exists under @p runDir).
+/// @brief What udevd's control socket says about udevd.
+enum class UdevdStatus {
+  NotRunning,  ///< no control socket
+  Running,     ///< a process listens on it (udevd, or systemd's socket unit)
+  StaleSocket, ///< the socket file is left, nobody listens: udevd exited
+};
+
+/// @brief Looks for @p runDir/control, and in @p procNetUnix (the kernel's
+/// list of Unix sockets) for a process listening on it. `udevadm control
+/// --exit` leaves the file behind; libudev and libdevmapper take any file
+/// there for a running udevd. When @p procNetUnix cannot be read, the file
+/// alone decides, as it does for them.
+UdevdStatus udevdStatus(const std::string &runDir = "/run/udev",
+                        const std::string &procNetUnix = "/proc/net/unix");
+
+/// @brief True when udevd is running: udevdStatus() is Running.
 bool udevdRunning(const std::string &runDir = "/run/udev");
+
+/// @brief True when the /proc/net/unix text @p table lists a listening socket
+/// bound to @p path.
+bool unixSocketListening(std::istream &table, std::string_view path);
 
 /// @brief Where the daemon's device events come from: a UdevMonitor, or a
 /// unit test's own feed (the kernel's netlink cannot be written to there).

@@ -44,6 +44,8 @@
 
 #include <net/if.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 namespace pathkeeper::daemon {
@@ -347,7 +349,26 @@ protected:
     writeFile(root_ / "pathkeeper.conf", config);
   }
 
+  /// udevd runs: a process listens on root_/udev/control, as udevd or
+  /// systemd's socket unit does (a plain file there is a udevd that exited).
+  void udevdListens() {
+    fs::create_directories(root_ / "udev");
+    udevdControl_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    ASSERT_GE(udevdControl_, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    const std::string path = (root_ / "udev/control").string();
+    ASSERT_LT(path.size(), sizeof(address.sun_path));
+    path.copy(address.sun_path, path.size());
+    ASSERT_EQ(::bind(udevdControl_, reinterpret_cast<const sockaddr *>(&address), sizeof(address)),
+              0);
+    ASSERT_EQ(::listen(udevdControl_, 4), 0);
+  }
+
   void TearDown() override {
+    if (udevdControl_ >= 0) {
+      ::close(udevdControl_);
+    }
     dm_.holdRenames(false); // a test that failed while it held them
     dm_.holdMessages(false);
     daemon_.reset();
@@ -598,6 +619,7 @@ protected:
   unsigned publications_ = 0; ///< snapshots handed out since startDaemon()
   std::chrono::milliseconds quietPublish_ = DaemonOptions{}.quietPublish;
   std::string companionSocket_; ///< non-empty: companion mode, multipathd there
+  int udevdControl_ = -1;       ///< udevdListens()
   /// Set: the --mode given instead (nullopt: none, the configuration decides),
   /// with multipathd looked for on companionSocket_.
   std::optional<std::optional<selector::Mode>> modeOption_;
@@ -660,7 +682,7 @@ TEST_F(DaemonLoopTest, PathsUdevDidNotMarkAreHandedBackOnce) {
   // WWID listed), sdb and sdc not (processed before the daemon listed the
   // WWIDs), sdd not processed yet.
   fs::create_directories(root_ / "udev/data");
-  writeFile(root_ / "udev/control", "");
+  udevdListens();
   const auto db = [&](const std::string &devt, bool marked) {
     writeFile(root_ / "udev/data" / ("b" + devt),
               std::string("S:disk/by-id/wwn-0x6001405\nE:ID_SERIAL=3600\n"
@@ -712,7 +734,7 @@ TEST_F(DaemonLoopTest, APathUdevProcessesLaterIsHandedBackOnItsEvent) {
   // back) in the meantime: only the block event can do it.
   useTree("xserve", withWorkingPathChecks("60s"));
   fs::create_directories(root_ / "udev/data");
-  writeFile(root_ / "udev/control", "");
+  udevdListens();
   for (const auto *devt : {"8:0", "8:16", "8:32"}) {
     writeFile(root_ / "udev/data" / (std::string("b") + devt),
               "E:PATHKEEPER_ISCSI_PATH=1\nE:DM_MULTIPATH_DEVICE_PATH=1\n");
@@ -763,7 +785,7 @@ TEST_F(DaemonLoopTest, NoUeventsWhereTheRuleDidNotRun) {
   // udevd runs, but without 62-pathkeeper.rules (a build tree, the VM
   // lab): nothing tags the paths, and another uevent would not mark them.
   fs::create_directories(root_ / "udev/data");
-  writeFile(root_ / "udev/control", "");
+  udevdListens();
   for (const auto *devt : {"8:0", "8:16", "8:32", "8:48"}) {
     writeFile(root_ / "udev/data" / (std::string("b") + devt), "E:ID_SERIAL=3600\n");
   }
@@ -777,6 +799,24 @@ TEST_F(DaemonLoopTest, NoUeventsWhereTheRuleDidNotRun) {
 
 TEST_F(DaemonLoopTest, NoUeventsWithoutUdevd) {
   startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  EXPECT_EQ(readFile(root_ / "sys/block/sda/uevent").find("change"), std::string::npos);
+}
+
+TEST_F(DaemonLoopTest, AControlSocketNobodyListensOnIsNoUdevd) {
+  // `udevadm control --exit` leaves udevd's socket file behind. Taken for a
+  // running udevd, it would have the daemon wait for udev events that never
+  // come, and send uevents to unmarked paths no rule will ever see.
+  fs::create_directories(root_ / "udev/data");
+  {
+    udevdListens();
+    ::close(udevdControl_);
+    udevdControl_ = -1;
+  }
+  ASSERT_TRUE(fs::exists(root_ / "udev/control"));
+  writeFile(root_ / "udev/data/b8:0", "E:PATHKEEPER_ISCSI_PATH=1\n");
+  startDaemon();
+  EXPECT_EQ(eventSource_, UdevSource::Kernel);
   ASSERT_TRUE(runUntil([&] { return ready(); }));
   EXPECT_EQ(readFile(root_ / "sys/block/sda/uevent").find("change"), std::string::npos);
 }
