@@ -165,6 +165,12 @@ bench_si_settled() {
     bench_result "$1" "$2" rss_anon_kb "$3" "$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status")"
     bench_result "$1" "$2" rss_file_kb "$3" "$(awk '/^RssFile:/ {print $2}' "/proc/$pid/status")"
     bench_result "$1" "$2" hwm_kb "$3" "$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")"
+    # Transparent huge pages in it (khugepaged folds 2 MB of a heap at once),
+    # and the whole map of a reading over the 16 MiB goal, to see where it went.
+    bench_result "$1" "$2" anon_huge_kb "$3" "$(awk '/^AnonHugePages:/ {print $2}' "/proc/$pid/smaps_rollup")"
+    if (($(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status") >= 16384)); then
+        lab_save "smaps-$1-$2-$3" "/proc/$pid/smaps" || true
+    fi
     st=$(<"/proc/$pid/stat")
     read -ra f <<<"${st##*) }"
     # Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the comm.
