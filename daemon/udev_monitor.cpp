@@ -8,7 +8,10 @@
 #include <system_error>
 
 #include <libudev.h>
+#include <sys/socket.h>
 #include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 namespace pathkeeper::daemon {
 namespace {
@@ -39,7 +42,8 @@ struct UdevMonitor::Handles {
 
 bool unixSocketListening(std::istream &table, std::string_view path) {
   // "Num RefCount Protocol Flags Type St Inode Path", Flags in hex; a
-  // listening socket has __SO_ACCEPTCON (1 << 16) set.
+  // listening socket has __SO_ACCEPTCON (1 << 16) set. The path is the rest
+  // of the line, spaces and all.
   constexpr unsigned long kAcceptCon = 1UL << 16;
   std::string line;
   std::getline(table, line); // the header
@@ -52,9 +56,13 @@ bool unixSocketListening(std::istream &table, std::string_view path) {
     std::string type;
     std::string state;
     std::string inode;
+    if (!(fields >> num >> refCount >> protocol >> flags >> type >> state >> inode) ||
+        fields.get() != ' ') {
+      continue; // no path: unbound
+    }
     std::string bound;
-    if (!(fields >> num >> refCount >> protocol >> flags >> type >> state >> inode >> bound) ||
-        bound != path) {
+    std::getline(fields, bound);
+    if (bound != path) {
       continue;
     }
     unsigned long value = 0;
@@ -66,19 +74,59 @@ bool unixSocketListening(std::istream &table, std::string_view path) {
   return false;
 }
 
-UdevdStatus udevdStatus(const std::string &runDir, const std::string &procNetUnix) {
-  const std::filesystem::path control =
-      std::filesystem::path(runDir).lexically_normal() / "control";
+namespace {
+
+/// Whether anything listens on the Unix socket @p control, by connecting
+/// to it: refused when nobody does. Only asked when the socket table lists
+/// no listener, so that a udevd that does listen (there, or in a network
+/// namespace the table does not show) gets no empty connection to log.
+UdevdStatus connectProbe(const std::filesystem::path &control) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string path = control.string();
+  if (path.size() >= sizeof(address.sun_path)) {
+    return UdevdStatus::Running; // cannot tell: as libudev would
+  }
+  path.copy(address.sun_path, path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return UdevdStatus::Running;
+  }
+  const int rc = ::connect(fd, reinterpret_cast<const sockaddr *>(&address), sizeof(address));
+  const int error = errno;
+  ::close(fd);
+  if (rc == 0) {
+    return UdevdStatus::Running;
+  }
+  switch (error) {
+  case ECONNREFUSED:
+    return UdevdStatus::StaleSocket;
+  case ENOENT:
+    return UdevdStatus::NotRunning; // removed meanwhile
+  default:
+    return UdevdStatus::Running; // EAGAIN: a full backlog is a listener; EACCES and the rest:
+                                 // unknown
+  }
+}
+
+} // namespace
+
+UdevdStatus udevdStatus(const std::string &runDir, const std::filesystem::path &proc) {
+  const std::filesystem::path control = std::filesystem::path(runDir) / "control";
   std::error_code ec;
   if (!std::filesystem::exists(control, ec)) {
     return UdevdStatus::NotRunning;
   }
-  std::ifstream table(procNetUnix);
-  if (!table) {
+  // udevd binds /run/udev/control; the daemon may be told /var/run/udev.
+  std::filesystem::path bound = std::filesystem::weakly_canonical(control, ec);
+  if (ec) {
+    bound = control.lexically_normal();
+  }
+  if (std::ifstream table(proc / "self/net/unix");
+      table && unixSocketListening(table, bound.string())) {
     return UdevdStatus::Running;
   }
-  return unixSocketListening(table, control.string()) ? UdevdStatus::Running
-                                                      : UdevdStatus::StaleSocket;
+  return connectProbe(control);
 }
 
 bool udevdRunning(const std::string &runDir) {

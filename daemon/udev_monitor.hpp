@@ -6,6 +6,7 @@
 
 #include "sysfs_inventory.hpp"
 
+#include <filesystem>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -46,19 +47,22 @@ enum class UdevdStatus {
   StaleSocket, ///< the socket file is left, nobody listens: udevd exited
 };
 
-/// @brief Looks for @p runDir/control, and in @p procNetUnix (the kernel's
-/// list of Unix sockets) for a process listening on it. `udevadm control
-/// --exit` leaves the file behind; libudev and libdevmapper take any file
-/// there for a running udevd. When @p procNetUnix cannot be read, the file
-/// alone decides, as it does for them.
+/// @brief Looks for @p runDir/control and for a process listening on it:
+/// first in the kernel's list of Unix sockets (@p proc/self/net/unix), then,
+/// when that lists none, by connecting to it. `udevadm control --exit`
+/// leaves the file behind, and libudev and libdevmapper take any file there
+/// for a running udevd. The list holds only the sockets of the reader's
+/// network namespace: the connection answers for a listener elsewhere (a
+/// container given the host's /run), and whenever it cannot tell, the file
+/// decides, as it does for them.
 UdevdStatus udevdStatus(const std::string &runDir = "/run/udev",
-                        const std::string &procNetUnix = "/proc/net/unix");
+                        const std::filesystem::path &proc = "/proc");
 
 /// @brief True when udevd is running: udevdStatus() is Running.
 bool udevdRunning(const std::string &runDir = "/run/udev");
 
 /// @brief True when the /proc/net/unix text @p table lists a listening socket
-/// bound to @p path.
+/// bound to @p path (as bind() was given it).
 bool unixSocketListening(std::istream &table, std::string_view path);
 
 /// @brief Where the daemon's device events come from: a UdevMonitor, or a

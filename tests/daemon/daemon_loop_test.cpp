@@ -358,7 +358,7 @@ protected:
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     const std::string path = (root_ / "udev/control").string();
-    ASSERT_LT(path.size(), sizeof(address.sun_path));
+    ASSERT_LT(path.size(), sizeof(address.sun_path)) << "TMPDIR too long for a socket path";
     path.copy(address.sun_path, path.size());
     ASSERT_EQ(::bind(udevdControl_, reinterpret_cast<const sockaddr *>(&address), sizeof(address)),
               0);
@@ -682,7 +682,7 @@ TEST_F(DaemonLoopTest, PathsUdevDidNotMarkAreHandedBackOnce) {
   // WWID listed), sdb and sdc not (processed before the daemon listed the
   // WWIDs), sdd not processed yet.
   fs::create_directories(root_ / "udev/data");
-  udevdListens();
+  ASSERT_NO_FATAL_FAILURE(udevdListens());
   const auto db = [&](const std::string &devt, bool marked) {
     writeFile(root_ / "udev/data" / ("b" + devt),
               std::string("S:disk/by-id/wwn-0x6001405\nE:ID_SERIAL=3600\n"
@@ -734,7 +734,7 @@ TEST_F(DaemonLoopTest, APathUdevProcessesLaterIsHandedBackOnItsEvent) {
   // back) in the meantime: only the block event can do it.
   useTree("xserve", withWorkingPathChecks("60s"));
   fs::create_directories(root_ / "udev/data");
-  udevdListens();
+  ASSERT_NO_FATAL_FAILURE(udevdListens());
   for (const auto *devt : {"8:0", "8:16", "8:32"}) {
     writeFile(root_ / "udev/data" / (std::string("b") + devt),
               "E:PATHKEEPER_ISCSI_PATH=1\nE:DM_MULTIPATH_DEVICE_PATH=1\n");
@@ -785,7 +785,7 @@ TEST_F(DaemonLoopTest, NoUeventsWhereTheRuleDidNotRun) {
   // udevd runs, but without 62-pathkeeper.rules (a build tree, the VM
   // lab): nothing tags the paths, and another uevent would not mark them.
   fs::create_directories(root_ / "udev/data");
-  udevdListens();
+  ASSERT_NO_FATAL_FAILURE(udevdListens());
   for (const auto *devt : {"8:0", "8:16", "8:32", "8:48"}) {
     writeFile(root_ / "udev/data" / (std::string("b") + devt), "E:ID_SERIAL=3600\n");
   }
@@ -808,11 +808,9 @@ TEST_F(DaemonLoopTest, AControlSocketNobodyListensOnIsNoUdevd) {
   // running udevd, it would have the daemon wait for udev events that never
   // come, and send uevents to unmarked paths no rule will ever see.
   fs::create_directories(root_ / "udev/data");
-  {
-    udevdListens();
-    ::close(udevdControl_);
-    udevdControl_ = -1;
-  }
+  ASSERT_NO_FATAL_FAILURE(udevdListens());
+  ::close(udevdControl_); // udevd exits
+  udevdControl_ = -1;
   ASSERT_TRUE(fs::exists(root_ / "udev/control"));
   writeFile(root_ / "udev/data/b8:0", "E:PATHKEEPER_ISCSI_PATH=1\n");
   startDaemon();
