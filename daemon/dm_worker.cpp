@@ -60,12 +60,18 @@ std::vector<std::string> DmWorker::stop() {
 }
 
 void DmWorker::post(std::string label, Job job) {
+  bool queued = false;
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) {
-      return;
+    if (!stopping_) {
+      queue_.push_back(Queued{std::move(label), std::move(job)});
+      queued = true;
     }
-    queue_.push_back(Queued{std::move(label), std::move(job)});
+  }
+  if (!queued) {
+    // As the daemon's exit log lists the jobs stop() dropped.
+    log::info(fmt::format("exit: device-mapper job dropped, posted after the stop: {}", label));
+    return;
   }
   ++pending_;
   wake_.notify_one();

@@ -58,7 +58,8 @@ public:
 
   /// @brief Queues @p job; @p label names it in logs ("reload xserve-upper").
   /// A job that throws is logged as an error with its label; jobs are
-  /// expected to catch what they can handle themselves. Ignored after stop().
+  /// expected to catch what they can handle themselves. After stop() the job
+  /// is not run, and the log names it.
   void post(std::string label, Job job);
 
   /// @brief Readable while finished jobs' continuations wait.

@@ -5,6 +5,8 @@
 
 #include "dm_worker.hpp"
 
+#include "log.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -25,6 +27,7 @@ namespace pathkeeper::daemon {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 /// Records calls (from whichever thread makes them) and can hold a call
@@ -295,11 +298,18 @@ TEST(DmWorker, StopFinishesTheRunningJobAndDropsTheQueuedOnes) {
   EXPECT_THAT(dropped, ElementsAre("queued 1", "queued 2"));
   EXPECT_THAT(dm.calls(), ElementsAre("message m hold", "resume m"));
   EXPECT_THAT(worker.stop(), IsEmpty()); // idempotent
+  const std::size_t pendingBefore = worker.pending();
+  log::configure(log::Target::Stderr, log::Level::Info);
+  ::testing::internal::CaptureStderr();
   worker.post("after stop", [](DeviceMapper &d) -> DmWorker::Continuation {
     d.message("m", "late");
     return {};
   });
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("device-mapper job dropped, posted after the stop: after stop"))
+      << "a job posted too late is said, as the dropped ones are";
   EXPECT_THAT(dm.calls(), ElementsAre("message m hold", "resume m"));
+  EXPECT_EQ(worker.pending(), pendingBefore);
 }
 
 TEST(DmWorker, RemembersTheLongestJob) {
