@@ -1006,7 +1006,9 @@ protected:
     config.insert(config.rfind(defaults) + defaults.size(), "no_path_retry = " + policy + "\n");
     useTree("xserve", config);
     startDaemon();
-    ASSERT_TRUE(runUntil([&] { return ready(); }));
+    // Published while a pass asked for during the startup may still run
+    // (a slow machine, TSan): the tests below change the maps under it.
+    ASSERT_TRUE(runUntil([&] { return ready() && !daemon_->reconciling(); }));
   }
   void runFor(std::chrono::milliseconds duration) {
     const auto until = EventLoop::Clock::now() + duration;
