@@ -390,7 +390,8 @@ void Daemon::start() {
   checkerSource_ = loop_.addIo(checker_->fd(), EPOLLIN, [this](unsigned) { onCheckerResults(); });
 
   // Subscribe before the scan, so that nothing between the two is lost.
-  const UdevdStatus udevd = udevdStatus(options_.udevRunDir.string());
+  const UdevdStatus udevd =
+      options_.udevdAtStart ? *options_.udevdAtStart : udevdStatus(options_.udevRunDir.string());
   if (udevd == UdevdStatus::StaleSocket) {
     log::warning(fmt::format("{} exists but nothing listens on it (udevd exited): taking the "
                              "kernel's events, without udev",

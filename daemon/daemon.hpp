@@ -62,8 +62,13 @@ struct DaemonOptions {
   /// The admin's holds (FailPath, DisableQueueing), kept across restarts
   /// (admin_holds.hpp); under /run, so a reboot ends them. Empty disables it.
   std::filesystem::path adminHoldsFile{"/run/pathkeeper/admin-holds"};
-  /// udevd's runtime directory: udevd runs when its control socket is there.
+  /// udevd's runtime directory: udevd runs when a process listens on its
+  /// control socket there.
   std::filesystem::path udevRunDir{"/run/udev"};
+  /// What main found of udevd when it set the device-mapper adapter's udev
+  /// sync up, so that the event source agrees with it (udevd may start or
+  /// exit in between); empty means start() looks for itself.
+  std::optional<UdevdStatus> udevdAtStart;
   /// Where multipathd's process and socket are looked for (tests pass a
   /// tree without the host's processes).
   std::filesystem::path procRoot{"/proc"};

@@ -192,8 +192,10 @@ int main(int argc, char **argv) {
   try {
     daemon::LibDevmapperOptions dmOptions;
     // libdevmapper takes any /run/udev/control for a running udevd, and
-    // would wait for ever on cookies no udevd will complete.
-    dmOptions.udevSync = udevSync && daemon::udevdRunning(options.udevRunDir.string());
+    // would wait for ever on cookies no udevd will complete. Asked once:
+    // the daemon's event source follows the same answer.
+    options.udevdAtStart = daemon::udevdStatus(options.udevRunDir.string());
+    dmOptions.udevSync = udevSync && options.udevdAtStart == daemon::UdevdStatus::Running;
     if (!options.adminHoldsFile.empty()) {
       dmOptions.clearedMapsFile = options.adminHoldsFile.parent_path() / "cleared-maps";
     }

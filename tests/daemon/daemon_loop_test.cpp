@@ -387,6 +387,7 @@ protected:
     o.adminHoldsFile = root_ / "run/admin-holds";
     o.ownedWwidsFile = root_ / "lib/owned-wwids";
     o.udevRunDir = root_ / "udev"; // no control socket: udevd is not running
+    o.udevdAtStart = udevdAtStart_;
     o.mode = companionSocket_.empty() ? selector::Mode::Owner : selector::Mode::Companion;
     if (!companionSocket_.empty()) {
       o.multipathdSocket = companionSocket_;
@@ -618,8 +619,9 @@ protected:
   std::optional<StateSnapshot> published_;
   unsigned publications_ = 0; ///< snapshots handed out since startDaemon()
   std::chrono::milliseconds quietPublish_ = DaemonOptions{}.quietPublish;
-  std::string companionSocket_; ///< non-empty: companion mode, multipathd there
-  int udevdControl_ = -1;       ///< udevdListens()
+  std::string companionSocket_;             ///< non-empty: companion mode, multipathd there
+  int udevdControl_ = -1;                   ///< udevdListens()
+  std::optional<UdevdStatus> udevdAtStart_; ///< what main found, if it looked
   /// Set: the --mode given instead (nullopt: none, the configuration decides),
   /// with multipathd looked for on companionSocket_.
   std::optional<std::optional<selector::Mode>> modeOption_;
@@ -817,6 +819,24 @@ TEST_F(DaemonLoopTest, AControlSocketNobodyListensOnIsNoUdevd) {
   EXPECT_EQ(eventSource_, UdevSource::Kernel);
   ASSERT_TRUE(runUntil([&] { return ready(); }));
   EXPECT_EQ(readFile(root_ / "sys/block/sda/uevent").find("change"), std::string::npos);
+}
+
+TEST_F(DaemonLoopTest, TheEventSourceFollowsWhatMainFoundOfUdevd) {
+  // main looks for udevd once, for libdevmapper's udev sync, and hands the
+  // answer on: a udevd that starts or exits in between must not leave the
+  // daemon taking udev's events without the sync, or the kernel's with it.
+  ASSERT_NO_FATAL_FAILURE(udevdListens());  // udevd runs now ...
+  udevdAtStart_ = UdevdStatus::StaleSocket; // ... but had exited when main looked
+  startDaemon();
+  EXPECT_EQ(eventSource_, UdevSource::Kernel);
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+
+  ::close(udevdControl_); // udevd exits now ...
+  udevdControl_ = -1;
+  udevdAtStart_ = UdevdStatus::Running; // ... after main found it running
+  startDaemon();
+  EXPECT_EQ(eventSource_, UdevSource::Udev);
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
 }
 
 TEST_F(DaemonLoopTest, RestartAdoptsMatchingMapsWithoutTouchingThem) {
