@@ -160,6 +160,10 @@ struct IscsiDiscovery::Probe {
     finish(fail(where() + ": " + message), PortalReach::Unknown);
   }
 
+  void failConnectionLost() {
+    failWith("the connection was lost (" + std::string(stageName()) + ")");
+  }
+
   // iscsi_service() fails when the connection breaks: the portal closed it
   // (a read of 0 bytes, POLLHUP) or the network reset it. libiscsi would
   // then reconnect, which start() turned off, and all it says is that it
@@ -168,7 +172,7 @@ struct IscsiDiscovery::Probe {
   void failServiceError() {
     const std::string text = libiscsiError(context.get());
     if (text.find("Can not reconnect") != std::string::npos) {
-      return failWith("the connection was lost (" + std::string(stageName()) + ")");
+      return failConnectionLost();
     }
     failWith(text + " (" + std::string(stageName()) + ")");
   }
@@ -278,20 +282,34 @@ struct IscsiDiscovery::Probe {
     }
   }
 
-  static void onLogin(iscsi_context *ctx, int status, void * /*data*/, void *privateData) {
-    Probe &probe = self(privateData);
-    if (probe.stage != Stage::LoggingIn) {
-      return;
+  /// The login's or SendTargets' reply, when the probe still waits for it
+  /// at @p expected (libiscsi may call back late) and it is good; a failed
+  /// one is reported here, a failure status as the portal's refusal
+  /// (@p refused says what failed).
+  bool goodReply(iscsi_context *ctx, int status, Stage expected, std::string_view refused) {
+    if (stage != expected) {
+      return false;
     }
     if (status == SCSI_STATUS_TIMEOUT) {
-      return probe.failTimedOut();
+      failTimedOut();
+      return false;
     }
     if (status == SCSI_STATUS_CANCELLED) {
-      return probe.failWith("the connection was lost (" + std::string(probe.stageName()) + ")");
+      failConnectionLost();
+      return false;
     }
     if (status != SCSI_STATUS_GOOD) {
       // libiscsi reports a login response with a failure status this way.
-      return probe.failRefused("discovery login failed: " + libiscsiError(ctx));
+      failRefused(std::string(refused) + ": " + libiscsiError(ctx));
+      return false;
+    }
+    return true;
+  }
+
+  static void onLogin(iscsi_context *ctx, int status, void * /*data*/, void *privateData) {
+    Probe &probe = self(privateData);
+    if (!probe.goodReply(ctx, status, Stage::LoggingIn, "discovery login failed")) {
+      return;
     }
     probe.stage = Stage::Discovering;
     if (iscsi_discovery_async(ctx, &Probe::onDiscovery, privateData) != 0) {
@@ -301,17 +319,8 @@ struct IscsiDiscovery::Probe {
 
   static void onDiscovery(iscsi_context *ctx, int status, void *data, void *privateData) {
     Probe &probe = self(privateData);
-    if (probe.stage != Stage::Discovering) {
+    if (!probe.goodReply(ctx, status, Stage::Discovering, "SendTargets failed")) {
       return;
-    }
-    if (status == SCSI_STATUS_TIMEOUT) {
-      return probe.failTimedOut();
-    }
-    if (status == SCSI_STATUS_CANCELLED) {
-      return probe.failWith("the connection was lost (" + std::string(probe.stageName()) + ")");
-    }
-    if (status != SCSI_STATUS_GOOD) {
-      return probe.failRefused("SendTargets failed: " + libiscsiError(ctx));
     }
     // The list belongs to libiscsi and dies when this callback returns.
     probe.collect(static_cast<const iscsi_discovery_address *>(data));
