@@ -21,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string_view>
 #include <system_error>
@@ -429,6 +430,7 @@ void Daemon::start() {
     logResumed(resumeSuspendedMaps(dm_));
   }
 
+  loadMapModels(); // before the first refreshMaps, which remembers the models
   try {
     auto live = daemon::readLiveMaps(dm_);
     if (mode_ == selector::Mode::Owner && !resumeLeftSuspended) {
@@ -585,6 +587,80 @@ void Daemon::loadAdminHolds() {
     }
   }
   saveAdminHolds();
+}
+
+void Daemon::loadMapModels() {
+  if (options_.mapModelsFile.empty()) {
+    return;
+  }
+  std::error_code ec;
+  if (!fs::exists(options_.mapModelsFile, ec)) {
+    return;
+  }
+  const std::string where = options_.mapModelsFile.string();
+  auto text = readConfigFile(options_.mapModelsFile);
+  if (!text) {
+    log::warning(fmt::format("{}; a map whose devices went before this start gets the "
+                             "defaults' policy, not its [[device]] entry's",
+                             text.error()));
+    return;
+  }
+  std::istringstream in(*text);
+  unsigned lineNo = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++lineNo;
+    if (line.empty() || line.front() == '#') {
+      continue;
+    }
+    const auto first = line.find('\t');
+    const auto second = first == std::string::npos ? first : line.find('\t', first + 1);
+    if (second == std::string::npos || line.find('\t', second + 1) != std::string::npos ||
+        first == 0) {
+      log::warning(
+          fmt::format("{}:{}: not \"WWID<tab>vendor<tab>product\"; ignored", where, lineNo));
+      continue;
+    }
+    savedModels_.insert_or_assign(
+        line.substr(0, first),
+        std::pair{line.substr(first + 1, second - first - 1), line.substr(second + 1)});
+  }
+}
+
+void Daemon::syncMapModels() {
+  if (options_.mapModelsFile.empty()) {
+    return;
+  }
+  // The maps the kernel has now, planned or stale: a map that is gone
+  // needs no policy, and a LUN that comes back brings its paths.
+  std::map<std::string, std::pair<std::string, std::string>> models;
+  for (const auto *known : {&maps_, &staleMaps_}) {
+    for (const auto &[alias, map] : *known) {
+      // SCSI INQUIRY strings are printable ASCII; anything else would break
+      // the line, and is left out.
+      const auto clean = [](const std::string &field) {
+        return field.find_first_of("\t\n") == std::string::npos;
+      };
+      if (!map.wwid.empty() && clean(map.wwid) && (!map.vendor.empty() || !map.product.empty()) &&
+          clean(map.vendor) && clean(map.product)) {
+        models.insert_or_assign(map.wwid, std::pair{map.vendor, map.product});
+      }
+    }
+  }
+  std::string text = "# The SCSI vendor and product of each multipath map's paths, by WWID\n"
+                     "# (WWID<tab>vendor<tab>product), so that a [[device]] policy still\n"
+                     "# applies after a restart to a map whose devices are gone. Written by\n"
+                     "# pathkeeperd.\n";
+  for (const auto &[wwid, model] : models) {
+    text += fmt::format("{}\t{}\t{}\n", wwid, model.first, model.second);
+  }
+  if (text == modelsText_) {
+    return;
+  }
+  modelsText_ = text; // a failure is logged once, not at every publication
+  if (auto written = replaceFile(options_.mapModelsFile, text); !written) {
+    log::warning(written.error() + "; after a restart, a map whose devices are gone would get "
+                                   "the defaults' policy, not its [[device]] entry's");
+  }
 }
 
 void Daemon::saveAdminHolds() {
@@ -1938,6 +2014,10 @@ void Daemon::rememberModel(const std::string &alias, MapState &map) const {
       map.product = before->second.product;
       return;
     }
+  }
+  if (auto saved = savedModels_.find(map.wwid); saved != savedModels_.end()) {
+    map.vendor = saved->second.first; // its devices went before this start
+    map.product = saved->second.second;
   }
 }
 
@@ -3522,6 +3602,7 @@ void Daemon::publish() {
     networkWatch_->setBindings(mergeBindings(bindingsFromSessions(inventory_)));
   }
   syncOwnedWwids();
+  syncMapModels();
   publishAt_.reset();
   StateSnapshot snap = snapshot();
   if (lastPublished_) {

@@ -62,6 +62,10 @@ struct DaemonOptions {
   /// The admin's holds (FailPath, DisableQueueing), kept across restarts
   /// (admin_holds.hpp); under /run, so a reboot ends them. Empty disables it.
   std::filesystem::path adminHoldsFile{"/run/pathkeeper/admin-holds"};
+  /// The SCSI vendor and product of each map's paths, by WWID, so that a
+  /// [[device]] policy still applies after a restart to a map whose devices
+  /// are gone; under /run, as the maps are. Empty disables it.
+  std::filesystem::path mapModelsFile{"/run/pathkeeper/map-models"};
   /// udevd's runtime directory: udevd runs when a process listens on its
   /// control socket there.
   std::filesystem::path udevRunDir{"/run/udev"};
@@ -263,11 +267,13 @@ private:
   [[nodiscard]] bool staleCarriesIo(const MapState &map, const std::string &device) const;
   /// The no_path_retry policy of a planned map, or of a stale one: the
   /// configuration's for its WWID and its paths' vendor and product as last
-  /// known (after a restart, with none known: the defaults and its [[map]]
-  /// entry), so that a configuration reload applies to it.
+  /// known (after a restart, from the map-models file; with none known: the
+  /// defaults and its [[map]] entry), so that a configuration reload applies
+  /// to it.
   [[nodiscard]] selector::NoPathRetry policyOf(const MapState &map) const;
   /// Fills @p map's vendor and product from its paths in the inventory,
-  /// else from what maps_ or staleMaps_ knew of the map named @p alias.
+  /// else from what maps_ or staleMaps_ knew of the map named @p alias,
+  /// else from the map-models file of the run before.
   void rememberModel(const std::string &alias, MapState &map) const;
   /// Why a command on map @p map, which maps_ does not hold, cannot run.
   [[nodiscard]] std::string noSuchMap(const std::string &map) const;
@@ -337,6 +343,10 @@ private:
   /// Owner mode, at startup: what the owned-wwids file lists.
   void loadOwnedWwids();
   void syncOwnedWwids();
+  /// Startup: what the map-models file of the run before knew.
+  void loadMapModels();
+  /// Writes the models of the maps known now when they changed.
+  void syncMapModels();
   /// Startup: takes over the holds of the previous run that still apply.
   void loadAdminHolds();
   /// Writes the holds when they changed since the last write.
@@ -459,6 +469,9 @@ private:
   /// Dropped with the map.
   std::set<std::string, std::less<>> queueingDisabled_;
   std::string savedHolds_; ///< what saveAdminHolds() last wrote
+  /// The map-models file as loadMapModels() found it: WWID -> vendor, product.
+  std::map<std::string, std::pair<std::string, std::string>> savedModels_;
+  std::string modelsText_; ///< what syncMapModels() last wrote, or tried to
   /// Owner mode: the kernel's mpath- maps that no desired map names, left
   /// in place (nothing is removed automatically), typically a LUN whose
   /// devices are all gone. Published with State "stale"; no reloads, path

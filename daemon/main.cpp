@@ -50,7 +50,8 @@ Options:
   --admin-holds FILE   The admin's fail-path and disable-queueing holds, kept
                        across restarts (default /run/pathkeeper/admin-holds;
                        "" disables it); cleared-maps beside it keeps the maps
-                       whose inactive table the daemon cleared (see BUGS)
+                       whose inactive table the daemon cleared (see BUGS), and
+                       map-models the vendor and product of each map's paths
   --no-udev-sync       Do not wait for udev after map changes (hosts without udevd)
   --no-dbus            Do not publish on the system bus (org.pathkeeper.PathKeeper1)
   --log-target TARGET  auto, journal or stderr (default auto: the journal when
@@ -199,6 +200,9 @@ int main(int argc, char **argv) {
     if (!options.adminHoldsFile.empty()) {
       dmOptions.clearedMapsFile = options.adminHoldsFile.parent_path() / "cleared-maps";
     }
+    options.mapModelsFile = options.adminHoldsFile.empty()
+                                ? std::filesystem::path{}
+                                : options.adminHoldsFile.parent_path() / "map-models";
     daemon::LibDevmapper dm(dmOptions);
     daemon::EventLoop loop;
     daemon::Daemon pathkeeperd(loop, options, dm);

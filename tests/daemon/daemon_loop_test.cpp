@@ -385,6 +385,7 @@ protected:
     o.devRoot = root_ / "dev";
     o.stateFile = root_ / "run/state.json";
     o.adminHoldsFile = root_ / "run/admin-holds";
+    o.mapModelsFile = root_ / "run/map-models";
     o.ownedWwidsFile = root_ / "lib/owned-wwids";
     o.udevRunDir = root_ / "udev"; // no control socket: udevd is not running
     o.udevdAtStart = udevdAtStart_;
@@ -1422,6 +1423,43 @@ TEST_F(DaemonQueueingTest, AConfigurationReloadAppliesToAStaleMap) {
   writeFile(root_ / "pathkeeper.conf", config);
   ASSERT_TRUE(daemon_->reconfigure().has_value());
   ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "fail"; }));
+}
+
+TEST_F(DaemonQueueingTest, ADeviceEntryStillAppliesToAStaleMapAfterARestart) {
+  // A LUN deleted on the array while its map queues as its device entry
+  // says, then a restart (a package upgrade): the vendor and product of its
+  // paths went with its devices, and the map-models file keeps them, so
+  // that the defaults' fail does not drop the I/O the entry keeps waiting.
+  startCounting("\"fail\"", "\n[[device]]\nvendor = \"APPLE\"\nproduct = \"Xserve RAID\"\n"
+                            "no_path_retry = \"queue\"\n");
+  removeUpperDevices(true);
+  runFor(300ms);
+  ASSERT_TRUE(queueing(kUpper));
+  EXPECT_THAT(readFile(root_ / "run/map-models"),
+              HasSubstr("360014050393a1b001000000000000000\tAPPLE\tXserve RAID\n"));
+
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+  restart();
+  ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper) == "stale"; }));
+  ASSERT_TRUE(runUntil([&] { return publishedNoPathRetry(kUpper) == "queue"; }));
+  runFor(2500ms); // two sweeps of the map policies (checker_interval = 1s)
+  EXPECT_TRUE(queueing(kUpper));
+  EXPECT_EQ(sent(kUpper, "fail_if_no_path"), 0U);
+  EXPECT_EQ(publishedNoPathRetry(kUpper), "queue");
+
+  // Once the map is gone, so is its line.
+  DeviceEvent removed = dmEvent(UdevEvent::Action::Remove); // dmsetup remove
+  dm_.with([&](FakeDeviceMapper &fake) {
+    removed.devnum = fake.maps.at(kUpper).devt.str();
+    fake.maps.erase(kUpper);
+  });
+  events_->send(std::move(removed));
+  ASSERT_TRUE(runUntil([&] {
+    return readFile(root_ / "run/map-models").find("360014050393a1b001000000000000000") ==
+           std::string::npos;
+  }));
+  EXPECT_THAT(readFile(root_ / "run/map-models"),
+              HasSubstr("360014050393a1b002000000000000000\tAPPLE\tXserve RAID\n"));
 }
 
 // The admin's disable-queueing of a stale map (its LUN deleted, I/O on it
