@@ -1,6 +1,7 @@
 #include "dbus_client.hpp"
 
 #include "bus_names.hpp"
+#include "snapshot_objects.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sdbus-c++/sdbus-c++.h>
+#include <systemd/sd-bus.h>
 
 #include "pathkeeper1_proxy.h"
 
@@ -184,10 +186,19 @@ constexpr auto kManageTimeout = dbus::kAuthorizationTimeout + std::chrono::secon
 
 template <typename... Args>
 void manage(sdbus::IProxy &proxy, const char *method, const Args &...args) {
-  proxy.callMethod(method)
-      .onInterface(dbus::kManagerInterface)
-      .withTimeout(kManageTimeout)
-      .withArguments(args...);
+  auto call = proxy.createMethodCall(dbus::kManagerInterface, method);
+  if constexpr (sizeof...(args) > 0) {
+    (call << ... << args);
+  }
+  // Whoever runs pathkeeperctl can answer polkit's password prompt (an
+  // agent in their session), so the daemon may have polkit ask, as for
+  // systemctl; without the flag it answers InteractiveAuthorizationRequired.
+  if (const int r =
+          sd_bus_message_set_allow_interactive_authorization(dbus::sdBusMessageOf(call), 1);
+      r < 0) {
+    throw sdbus::createError(-r, "cannot allow interactive authorization on the call");
+  }
+  static_cast<void>(proxy.callMethod(call, kManageTimeout));
 }
 
 } // namespace

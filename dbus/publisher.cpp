@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 #include <sdbus-c++/sdbus-c++.h>
+#include <systemd/sd-bus.h>
 
 #include "pathkeeper1_adaptor.h"
 
@@ -27,7 +28,14 @@ using daemon::FindingView;
 using daemon::PortalView;
 using daemon::StateSnapshot;
 
+// CheckAuthorization's flags (polkit's PolkitCheckAuthorizationFlags).
+constexpr std::uint32_t kPolkitNoInteraction = 0;
 constexpr std::uint32_t kPolkitAllowUserInteraction = 1;
+// The D-Bus specification's answer to a call that interactive
+// authorization would allow, made without ALLOW_INTERACTIVE_AUTHORIZATION:
+// the client may ask again with the flag (systemctl does).
+constexpr const char *kErrorInteractiveAuthorizationRequired =
+    "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired";
 
 // The adaptor bases' destructors are protected and non-virtual; this final
 // class is owned as itself, never deleted through a base.
@@ -161,17 +169,19 @@ private:
     auto reply = std::make_shared<sdbus::Result<>>(std::move(result));
     const sdbus::Message *call = getObject().getCurrentlyProcessedMessage();
     const std::string sender = call != nullptr ? call->getSender() : std::string{};
+    const bool interactive = call != nullptr && sd_bus_message_get_allow_interactive_authorization(
+                                                    sdBusMessageOf(*call)) > 0;
     std::weak_ptr<int> alive = alive_;
     authorizer_.authorize(
-        sender, method,
+        sender, method, interactive,
         [this, alive, reply, method, check = std::move(check),
-         run = std::move(run)](Expected<void> allowed) {
+         run = std::move(run)](std::optional<sdbus::Error> denied) {
           if (alive.expired()) {
             reply->returnError(sdbus::Error(kErrorFailed, "pathkeeperd is shutting down"));
             return;
           }
-          if (!allowed) {
-            reply->returnError(sdbus::Error(kErrorAccessDenied, allowed.error()));
+          if (denied) {
+            reply->returnError(*denied);
             return;
           }
           try {
@@ -258,21 +268,26 @@ BusAuthorizer::BusAuthorizer(sdbus::IConnection &connection)
 
 BusAuthorizer::~BusAuthorizer() = default;
 
-void BusAuthorizer::authorize(const std::string &sender, const std::string &method, Done done) {
+void BusAuthorizer::authorize(const std::string &sender, const std::string &method,
+                              bool interactive, Done done) {
+  const auto deny = [](std::string message) {
+    return sdbus::Error(kErrorAccessDenied, std::move(message));
+  };
   if (sender.empty()) {
-    done(fail(fmt::format("{} needs root: the caller has no bus name", method)));
+    done(deny(fmt::format("{} needs root: the caller has no bus name", method)));
     return;
   }
   proxies_->bus->callMethodAsync("GetConnectionUnixUser")
       .onInterface("org.freedesktop.DBus")
       .withArguments(sender)
-      .uponReplyInvoke([this, sender, method, done](const sdbus::Error *error, std::uint32_t uid) {
+      .uponReplyInvoke([this, sender, method, interactive, deny, done](const sdbus::Error *error,
+                                                                       std::uint32_t uid) {
         if (error != nullptr) {
-          done(fail(fmt::format("cannot tell who called {}: {}", method, error->getMessage())));
+          done(deny(fmt::format("cannot tell who called {}: {}", method, error->getMessage())));
           return;
         }
         if (uid == 0) {
-          done({});
+          done(std::nullopt);
           return;
         }
         using Subject = sdbus::Struct<std::string, std::map<std::string, sdbus::Variant>>;
@@ -280,15 +295,15 @@ void BusAuthorizer::authorize(const std::string &sender, const std::string &meth
         proxies_->polkit->callMethodAsync("CheckAuthorization")
             .onInterface("org.freedesktop.PolicyKit1.Authority")
             .withTimeout(kAuthorizationTimeout)
-            .withArguments(subject, std::string{kManageAction},
-                           std::map<std::string, std::string>{}, kPolkitAllowUserInteraction,
-                           std::string{})
+            .withArguments(
+                subject, std::string{kManageAction}, std::map<std::string, std::string>{},
+                interactive ? kPolkitAllowUserInteraction : kPolkitNoInteraction, std::string{})
             .uponReplyInvoke(
-                [method, uid,
+                [method, uid, interactive, deny,
                  done](const sdbus::Error *polkitError,
                        sdbus::Struct<bool, bool, std::map<std::string, std::string>> result) {
                   if (polkitError != nullptr) {
-                    done(fail(isServiceMissing(*polkitError)
+                    done(deny(isServiceMissing(*polkitError)
                                   ? fmt::format("{} needs root or the polkit action {}, and "
                                                 "polkit is not running (no "
                                                 "org.freedesktop.PolicyKit1 on the bus)",
@@ -299,16 +314,25 @@ void BusAuthorizer::authorize(const std::string &sender, const std::string &meth
                     return;
                   }
                   if (std::get<0>(result)) {
-                    done({});
+                    done(std::nullopt);
                     return;
                   }
-                  done(fail(std::get<1>(result)
-                                ? fmt::format("{} needs authentication for {}; run it as root or "
-                                              "from a session with a polkit agent",
-                                              method, kManageAction)
-                                : fmt::format("uid {} may not call {}: it needs root or the "
-                                              "polkit action {}",
-                                              uid, method, kManageAction)));
+                  if (!std::get<1>(result)) {
+                    done(deny(fmt::format("uid {} may not call {}: it needs root or the polkit "
+                                          "action {}",
+                                          uid, method, kManageAction)));
+                  } else if (interactive) {
+                    done(deny(fmt::format("{} needs authentication for {}; run it as root or "
+                                          "from a session with a polkit agent",
+                                          method, kManageAction)));
+                  } else {
+                    done(sdbus::Error(kErrorInteractiveAuthorizationRequired,
+                                      fmt::format("{} needs authentication for {}, and the call "
+                                                  "did not allow interactive authorization; "
+                                                  "call it with the flag (pathkeeperctl and "
+                                                  "busctl set it) or as root",
+                                                  method, kManageAction)));
+                  }
                 });
       });
 }

@@ -9,19 +9,23 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace sdbus {
 class IConnection;
-}
+class Error;
+} // namespace sdbus
 
 namespace pathkeeper::dbus {
 
 /// @brief Decides whether a bus peer may call a mutating method.
 class Authorizer {
 public:
-  /// @brief Receives nothing when allowed, else the reason for AccessDenied.
-  using Done = std::function<void(Expected<void>)>;
+  /// @brief Receives nothing when allowed, else the error to answer with:
+  /// AccessDenied, or InteractiveAuthorizationRequired when authenticating
+  /// would have allowed it but the caller did not allow interaction.
+  using Done = std::function<void(std::optional<sdbus::Error>)>;
 
   Authorizer() = default;
   Authorizer(const Authorizer &) = delete;
@@ -29,12 +33,18 @@ public:
   virtual ~Authorizer() = default;
 
   /// @brief Checks the unique bus name @p sender for @p method; calls @p done
-  /// exactly once, possibly later, from the loop thread.
-  virtual void authorize(const std::string &sender, const std::string &method, Done done) = 0;
+  /// exactly once, possibly later, from the loop thread. @p interactive: the
+  /// call carries the ALLOW_INTERACTIVE_AUTHORIZATION flag, so the caller
+  /// waits while a person authenticates (busctl and pathkeeperctl set it;
+  /// dbus-send and most scripts' bindings do not).
+  virtual void authorize(const std::string &sender, const std::string &method, bool interactive,
+                         Done done) = 0;
 };
 
 /// @brief Root is allowed; any other uid needs polkit's yes for
-/// org.pathkeeper.PathKeeper1.manage (interactive authentication allowed).
+/// org.pathkeeper.PathKeeper1.manage, with interactive authentication only
+/// when the caller allowed it: a script's call must not wait minutes for a
+/// password prompt in somebody's session.
 /// Both questions go over the bus, asynchronously: the bus daemon vouches for
 /// the caller's uid (GetConnectionUnixUser), and polkit is asked with the
 /// caller's unique name as subject (system-bus-name), so a caller cannot
@@ -45,7 +55,8 @@ public:
   /// @brief @p connection must outlive this object.
   explicit BusAuthorizer(sdbus::IConnection &connection);
   ~BusAuthorizer() override;
-  void authorize(const std::string &sender, const std::string &method, Done done) override;
+  void authorize(const std::string &sender, const std::string &method, bool interactive,
+                 Done done) override;
 
 private:
   struct Proxies;

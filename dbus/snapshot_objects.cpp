@@ -219,6 +219,10 @@ void throwIfFailed(int result, std::string_view what, std::string_view path) {
 
 } // namespace
 
+sd_bus_message *sdBusMessageOf(const sdbus::Message &message) {
+  return MessageHandle::of(message);
+}
+
 sd_bus *sdBusOf(sdbus::IConnection &connection) {
   // An unregistered object and a signal that is never sent: just a message
   // made on the connection's bus.

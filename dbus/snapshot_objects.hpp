@@ -34,18 +34,24 @@
 #include <vector>
 
 struct sd_bus;
+struct sd_bus_message;
 struct sd_bus_slot;
 struct sd_bus_vtable;
 
 namespace sdbus {
 class IConnection;
-}
+class Message;
+} // namespace sdbus
 
 namespace pathkeeper::dbus {
 
 /// @brief The sd_bus under @p connection (sdbus-c++ 1.x). Throws
 /// sdbus::Error when the bus found is not the connection's.
 [[nodiscard]] sd_bus *sdBusOf(sdbus::IConnection &connection);
+
+/// @brief The sd_bus_message under @p message (sdbus-c++ 1.x), for what
+/// sdbus-c++ 1.2 does not offer: the ALLOW_INTERACTIVE_AUTHORIZATION flag.
+[[nodiscard]] sd_bus_message *sdBusMessageOf(const sdbus::Message &message);
 
 /// @brief What SnapshotObjects needs to know of the Path objects.
 struct PathKind {

@@ -1001,7 +1001,8 @@ private:
 
 // With polkitd on the bus, the daemon asks it about every caller but root:
 // a polkit rule grants nobody the action, and uid 1 (daemon), outside any
-// session, is told that authentication is needed. polkitd reads actions
+// session, is told that authentication is needed, or, when its call did not
+// allow interactive authorization, that it would have to. polkitd reads actions
 // and rules only from the system directories, so the test installs the
 // packaged action file and a rule for nobody there while it runs.
 TEST_F(DbusHost, PolkitDecidesForCallersOtherThanRoot) {
@@ -1035,14 +1036,30 @@ TEST_F(DbusHost, PolkitDecidesForCallersOtherThanRoot) {
 
   auto allowed = dbusSend("FailPath", {"string:sdb"}, true);
   EXPECT_EQ(allowed.status, 0) << allowed.err;
-  auto challenged =
-      run({"setpriv", "--reuid=1", "--regid=1", "--clear-groups", "--", "dbus-send", "--system",
-           "--print-reply", "--dest=org.pathkeeper.PathKeeper1", "/org/pathkeeper/PathKeeper1",
-           "org.pathkeeper.PathKeeper1.Manager.ReinstatePath", "string:sdb"});
-  EXPECT_NE(challenged.status, 0);
+  // dbus-send does not allow interactive authorization: the daemon must
+  // not have polkit prompt anyone, and says what would do.
+  const std::vector<std::string> asDaemonUser{"setpriv", "--reuid=1", "--regid=1", "--clear-groups",
+                                              "--"};
+  auto scripted = asDaemonUser;
+  scripted.insert(scripted.end(),
+                  {"dbus-send", "--system", "--print-reply", "--dest=org.pathkeeper.PathKeeper1",
+                   "/org/pathkeeper/PathKeeper1",
+                   "org.pathkeeper.PathKeeper1.Manager.ReinstatePath", "string:sdb"});
+  auto notInteractive = run(scripted);
+  EXPECT_NE(notInteractive.status, 0);
+  EXPECT_THAT(notInteractive.err,
+              HasSubstr("Error org.freedesktop.DBus.Error.InteractiveAuthorizationRequired: "
+                        "ReinstatePath needs authentication for "
+                        "org.pathkeeper.PathKeeper1.manage, and the call did not allow "
+                        "interactive authorization"));
+  // pathkeeperctl allows it: polkit may prompt, and finds no agent to.
+  auto interactive = asDaemonUser;
+  interactive.insert(interactive.end(), {PK_PATHKEEPERCTL, "reinstate-path", "sdb"});
+  auto challenged = run(interactive);
+  EXPECT_EQ(challenged.status, 4) << challenged.err;
   EXPECT_THAT(challenged.err,
-              HasSubstr("Error org.pathkeeper.PathKeeper1.Error.AccessDenied: ReinstatePath needs "
-                        "authentication for org.pathkeeper.PathKeeper1.manage"));
+              HasSubstr("ReinstatePath needs authentication for org.pathkeeper.PathKeeper1.manage; "
+                        "run it as root or from a session with a polkit agent"));
   EXPECT_EQ(serverCalls(), "calls: failPath sdb");
 }
 
