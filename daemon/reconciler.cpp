@@ -1,6 +1,7 @@
 #include "reconciler.hpp"
 
 #include "features.hpp"
+#include "names.hpp"
 #include "text.hpp"
 
 #include <fmt/format.h>
@@ -511,12 +512,28 @@ std::vector<Action> planRenames(const std::vector<selector::PlannedMap> &desired
       return renames; // what is left waits for names other devices hold
     }
     std::string &current = nameOfUuid.at(aside->dmUuid());
-    std::string temporary = current + std::string(kSwapSuffix);
-    while (names.contains(temporary)) {
-      temporary += "_";
+    // "<name>.pathkeeper-swap", then with '_'s while a device holds that;
+    // a long name is cut short, so that the rename fits DM_NAME_LEN.
+    std::string temporary;
+    for (std::size_t extra = 0;; ++extra) {
+      if (kSwapSuffix.size() + extra >= selector::kMaxMapNameLength) {
+        return renames; // not one temporary name free: the cycle waits
+      }
+      const std::size_t keep =
+          std::min(current.size(), selector::kMaxMapNameLength - kSwapSuffix.size() - extra);
+      temporary = current.substr(0, keep) + std::string(kSwapSuffix) + std::string(extra, '_');
+      if (!names.contains(temporary)) {
+        break;
+      }
     }
     renameTo(current, temporary);
   }
+}
+
+bool isSwapName(std::string_view name) {
+  const auto at = name.rfind(kSwapSuffix);
+  return at != std::string_view::npos &&
+         name.find_first_not_of('_', at + kSwapSuffix.size()) == std::string_view::npos;
 }
 
 LiveMap makeLiveMap(DmMapInfo info, const std::vector<DmTargetLine> &table,

@@ -55,6 +55,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pathkeeper::daemon {
@@ -161,11 +162,17 @@ ReconcilePlan planReconcile(const ReconcileInput &input);
 /// @brief The suffix of the temporary name a map steps aside to in a swap.
 inline constexpr std::string_view kSwapSuffix = ".pathkeeper-swap";
 
+/// @brief Whether @p name is such a temporary name: kSwapSuffix, and the
+/// '_'s added while a device held it, at its end.
+bool isSwapName(std::string_view name);
+
 /// @brief Owner mode: the renames that put every planned map whose DM UUID is
 /// live under another name onto its planned alias. A rename is planned only
 /// into a name no map has (counting the renames before it), so a chain
 /// (a to b, b to c) comes out in the order that works, and a cycle (two
-/// aliases swapped) goes through a temporary name ("<name>.pathkeeper-swap").
+/// aliases swapped) goes through a temporary name ("<name>.pathkeeper-swap",
+/// '_'s added while another device holds it, the name cut short to fit
+/// DM_NAME_LEN).
 /// A name held by a map or device that is not planned elsewhere is never
 /// taken: that map waits, and planReconcile refuses it.
 std::vector<Action> planRenames(const std::vector<selector::PlannedMap> &desired,

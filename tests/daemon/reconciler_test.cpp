@@ -4,6 +4,7 @@
 #include "dm_table.hpp"
 #include "fake_device_mapper.hpp"
 #include "grouping.hpp"
+#include "names.hpp"
 #include "text.hpp"
 
 #include <gmock/gmock.h>
@@ -735,6 +736,46 @@ TEST(Renames, AChainComesOutInTheOrderThatWorks) {
   EXPECT_TRUE(std::ranges::all_of(outcomes, [](const auto &o) { return o.ok; }));
   EXPECT_EQ(h.dm.maps.at("xserve-upper").uuid, kUuid);
   EXPECT_EQ(h.dm.maps.at("xserve-lower").uuid, lower.dmUuid());
+}
+
+TEST(Renames, ASwapsTemporaryNameFitsDeviceMappersLimit) {
+  // Aliases of 126 and 127 characters (DM_NAME_LEN less the NUL) swapped:
+  // the temporary name is cut short, not refused by the kernel every pass,
+  // also when a device holds the first one.
+  Harness h;
+  auto upper = upperSpec();
+  auto lower = lowerSpec();
+  upper.alias = std::string(120, 'u') + "-upper";
+  lower.alias = std::string(121, 'l') + "-lower";
+  ASSERT_EQ(lower.alias.size(), selector::kMaxMapNameLength);
+  h.dm.seed(lower.alias, upper.dmUuid(), planned(upper).table);
+  h.dm.seed(upper.alias, lower.dmUuid(), planned(lower).table);
+  const std::string held = upper.alias.substr(0, selector::kMaxMapNameLength - kSwapSuffix.size()) +
+                           std::string(kSwapSuffix);
+  ASSERT_EQ(held.size(), selector::kMaxMapNameLength);
+  h.dm.seed(held, "LVM-in-the-way", "0 1024 linear 8:0 0");
+  auto live = readLiveMaps(h.dm);
+  if (std::ranges::none_of(live, [&](const LiveMap &map) { return map.info.name == held; })) {
+    live.push_back(makeLiveMap(*h.dm.info(held), *h.dm.table(held), *h.dm.status(held)));
+  }
+  auto renames = planRenames({planned(upper), planned(lower)}, live);
+  const std::string aside =
+      upper.alias.substr(0, selector::kMaxMapNameLength - kSwapSuffix.size() - 1) +
+      std::string(kSwapSuffix) + "_";
+  EXPECT_THAT(renamesOf(renames),
+              ElementsAre(upper.alias + " to " + aside, lower.alias + " to " + upper.alias,
+                          aside + " to " + lower.alias));
+  for (const auto &rename : renames) {
+    EXPECT_LE(rename.map.size(), selector::kMaxMapNameLength) << rename.map;
+  }
+  EXPECT_TRUE(isSwapName(aside));
+  EXPECT_TRUE(isSwapName(held));
+  EXPECT_FALSE(isSwapName(upper.alias));
+  EXPECT_FALSE(isSwapName("a.pathkeeper-swap-not"));
+  auto outcomes = applyActions(renames, h.dm);
+  EXPECT_TRUE(std::ranges::all_of(outcomes, [](const auto &o) { return o.ok; }));
+  EXPECT_EQ(h.dm.maps.at(upper.alias).uuid, upper.dmUuid());
+  EXPECT_EQ(h.dm.maps.at(lower.alias).uuid, lower.dmUuid());
 }
 
 TEST(Renames, ASwapGoesThroughATemporaryName) {
