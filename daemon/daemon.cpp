@@ -2580,7 +2580,7 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
                                  : "",
                              reloadNote(outcome)),
                  {{"MAP", action.map}});
-    } else if (action.kind == ActionKind::Rename && isSwapName(action.map)) {
+    } else if (action.kind == ActionKind::Rename && action.stepAside) {
       log::info(fmt::format("map {} renamed to {} for a moment: another map's alias in the "
                             "configuration is its name{}",
                             action.oldName, action.map, reloadNote(outcome)),

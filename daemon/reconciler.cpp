@@ -527,13 +527,8 @@ std::vector<Action> planRenames(const std::vector<selector::PlannedMap> &desired
       }
     }
     renameTo(current, temporary);
+    renames.back().stepAside = true;
   }
-}
-
-bool isSwapName(std::string_view name) {
-  const auto at = name.rfind(kSwapSuffix);
-  return at != std::string_view::npos &&
-         name.find_first_not_of('_', at + kSwapSuffix.size()) == std::string_view::npos;
 }
 
 LiveMap makeLiveMap(DmMapInfo info, const std::vector<DmTargetLine> &table,

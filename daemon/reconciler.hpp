@@ -127,6 +127,7 @@ struct Action {
   std::vector<ReloadReason> reasons; ///< Reload only
   std::string message;               ///< Message only, e.g. "fail_path 8:16"
   std::string oldName;               ///< Rename only: the live name; map is the new one
+  bool stepAside = false;            ///< Rename only: to a temporary name, out of a swap's way
 
   /// @brief One line for logs, e.g. "reload xserve-upper (paths, selector)".
   [[nodiscard]] std::string describe() const;
@@ -161,10 +162,6 @@ ReconcilePlan planReconcile(const ReconcileInput &input);
 
 /// @brief The suffix of the temporary name a map steps aside to in a swap.
 inline constexpr std::string_view kSwapSuffix = ".pathkeeper-swap";
-
-/// @brief Whether @p name is such a temporary name: kSwapSuffix, and the
-/// '_'s added while a device held it, at its end.
-bool isSwapName(std::string_view name);
 
 /// @brief Owner mode: the renames that put every planned map whose DM UUID is
 /// live under another name onto its planned alias. A rename is planned only
