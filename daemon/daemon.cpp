@@ -620,7 +620,7 @@ void Daemon::loadMapModels() {
           fmt::format("{}:{}: not \"WWID<tab>vendor<tab>product\"; ignored", where, lineNo));
       continue;
     }
-    savedModels_.insert_or_assign(
+    knownModels_.insert_or_assign(
         line.substr(0, first),
         std::pair{line.substr(first + 1, second - first - 1), line.substr(second + 1)});
   }
@@ -656,11 +656,16 @@ void Daemon::syncMapModels() {
   if (text == modelsText_) {
     return;
   }
-  modelsText_ = text; // a failure is logged once, not at every publication
   if (auto written = replaceFile(options_.mapModelsFile, text); !written) {
-    log::warning(written.error() + "; after a restart, a map whose devices are gone would get "
-                                   "the defaults' policy, not its [[device]] entry's");
+    if (written.error() != modelsWriteError_) { // tried at every publication, said once
+      log::warning(written.error() + "; after a restart, a map whose devices are gone would get "
+                                     "the defaults' policy, not its [[device]] entry's");
+      modelsWriteError_ = written.error();
+    }
+    return;
   }
+  modelsText_ = std::move(text);
+  modelsWriteError_.clear();
 }
 
 void Daemon::saveAdminHolds() {
@@ -1998,12 +2003,15 @@ selector::NoPathRetry Daemon::policyOf(const MapState &map) const {
   return selector::policyFor(config_, map.wwid, map.vendor, map.product).noPathRetry;
 }
 
-void Daemon::rememberModel(const std::string &alias, MapState &map) const {
+void Daemon::rememberModel(const std::string &alias, MapState &map) {
   for (const auto &[device, failed] : map.dmFailed) {
     if (auto path = inventory_.paths.find(device);
         path != inventory_.paths.end() && path->second.path.wwid == map.wwid) {
       map.vendor = path->second.path.vendor;
       map.product = path->second.path.product;
+      if (!map.wwid.empty()) {
+        knownModels_.insert_or_assign(map.wwid, std::pair{map.vendor, map.product});
+      }
       return;
     }
   }
@@ -2015,8 +2023,8 @@ void Daemon::rememberModel(const std::string &alias, MapState &map) const {
       return;
     }
   }
-  if (auto saved = savedModels_.find(map.wwid); saved != savedModels_.end()) {
-    map.vendor = saved->second.first; // its devices went before this start
+  if (auto saved = knownModels_.find(map.wwid); saved != knownModels_.end()) {
+    map.vendor = saved->second.first; // its devices are gone, or unread
     map.product = saved->second.second;
   }
 }

@@ -271,10 +271,10 @@ private:
   /// defaults and its [[map]] entry), so that a configuration reload applies
   /// to it.
   [[nodiscard]] selector::NoPathRetry policyOf(const MapState &map) const;
-  /// Fills @p map's vendor and product from its paths in the inventory,
-  /// else from what maps_ or staleMaps_ knew of the map named @p alias,
-  /// else from the map-models file of the run before.
-  void rememberModel(const std::string &alias, MapState &map) const;
+  /// Fills @p map's vendor and product from its paths in the inventory
+  /// (and keeps them in knownModels_), else from what maps_ or staleMaps_
+  /// knew of the map named @p alias, else from knownModels_.
+  void rememberModel(const std::string &alias, MapState &map);
   /// Why a command on map @p map, which maps_ does not hold, cannot run.
   [[nodiscard]] std::string noSuchMap(const std::string &map) const;
   /// What map @p alias does with I/O while no path is usable (MapView::noPathRetry).
@@ -345,7 +345,7 @@ private:
   void syncOwnedWwids();
   /// Startup: what the map-models file of the run before knew.
   void loadMapModels();
-  /// Writes the models of the maps known now when they changed.
+  /// Writes the models of the maps the kernel has now when they changed.
   void syncMapModels();
   /// Startup: takes over the holds of the previous run that still apply.
   void loadAdminHolds();
@@ -469,9 +469,12 @@ private:
   /// Dropped with the map.
   std::set<std::string, std::less<>> queueingDisabled_;
   std::string savedHolds_; ///< what saveAdminHolds() last wrote
-  /// The map-models file as loadMapModels() found it: WWID -> vendor, product.
-  std::map<std::string, std::pair<std::string, std::string>> savedModels_;
-  std::string modelsText_; ///< what syncMapModels() last wrote, or tried to
+  /// WWID -> the vendor and product of its paths, from the map-models file
+  /// of the run before and from every path seen since: a map left out of a
+  /// pass (its table unreadable for a moment) keeps its model.
+  std::map<std::string, std::pair<std::string, std::string>> knownModels_;
+  std::string modelsText_;       ///< what syncMapModels() last wrote
+  std::string modelsWriteError_; ///< why its last write failed, logged once
   /// Owner mode: the kernel's mpath- maps that no desired map names, left
   /// in place (nothing is removed automatically), typically a LUN whose
   /// devices are all gone. Published with State "stale"; no reloads, path

@@ -1462,6 +1462,20 @@ TEST_F(DaemonQueueingTest, ADeviceEntryStillAppliesToAStaleMapAfterARestart) {
               HasSubstr("360014050393a1b002000000000000000\tAPPLE\tXserve RAID\n"));
 }
 
+TEST_F(DaemonQueueingTest, TheMapModelsFileIsWrittenOnceItCanBe) {
+  // A write that failed (a full /run, here a directory in the way) is tried
+  // again at the next publication, not only once the models change.
+  fs::create_directories(root_ / "run/map-models/in-the-way");
+  startCounting();
+  runFor(300ms);
+  ASSERT_TRUE(fs::is_directory(root_ / "run/map-models"));
+  fs::remove_all(root_ / "run/map-models");
+  tur_.setDown("sda", true); // something to publish
+  ASSERT_TRUE(runUntil([&] { return fs::is_regular_file(root_ / "run/map-models"); }));
+  EXPECT_THAT(readFile(root_ / "run/map-models"),
+              HasSubstr("360014050393a1b001000000000000000\tAPPLE\tXserve RAID\n"));
+}
+
 // The admin's disable-queueing of a stale map (its LUN deleted, I/O on it
 // hanging) goes to a multipathd that starts later, as a planned map's does.
 TEST_F(DaemonQueueingTest, AStaleMapsDisableQueueingIsHandedToMultipathd) {
