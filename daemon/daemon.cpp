@@ -140,6 +140,16 @@ Expected<void> replaceFile(const fs::path &file, const std::function<void(std::o
   return {};
 }
 
+/// A file an earlier run left for this one: nothing to read (nullopt) when
+/// @p file is empty (disabled) or absent; else its text, or why not.
+std::optional<Expected<std::string>> readLeftByEarlierRun(const fs::path &file) {
+  std::error_code ec;
+  if (file.empty() || !fs::exists(file, ec)) {
+    return std::nullopt;
+  }
+  return readConfigFile(file);
+}
+
 Expected<void> replaceFile(const fs::path &file, std::string_view text,
                            std::string_view tmpSuffix = ".tmp") {
   return replaceFile(
@@ -493,23 +503,19 @@ void Daemon::start() {
 }
 
 void Daemon::loadAdminHolds() {
-  if (options_.adminHoldsFile.empty()) {
+  const auto text = readLeftByEarlierRun(options_.adminHoldsFile);
+  if (!text) {
     return;
   }
-  std::error_code ec;
-  if (!fs::exists(options_.adminHoldsFile, ec)) {
+  if (!*text) {
+    log::error(fmt::format("cannot read the admin's holds from before this start: {}; they "
+                           "are lost (see pathkeeperctl status)",
+                           text->error()));
     return;
   }
   const std::string where = options_.adminHoldsFile.string();
-  auto text = readConfigFile(options_.adminHoldsFile);
-  if (!text) {
-    log::error(fmt::format("cannot read the admin's holds from before this start: {}; they "
-                           "are lost (see pathkeeperctl status)",
-                           text.error()));
-    return;
-  }
   std::vector<std::string> problems;
-  const AdminHolds holds = parseAdminHolds(*text, problems);
+  const AdminHolds holds = parseAdminHolds(**text, problems);
   for (const auto &problem : problems) {
     log::error(fmt::format("{}: {}; that hold is lost", where, problem));
   }
@@ -590,22 +596,18 @@ void Daemon::loadAdminHolds() {
 }
 
 void Daemon::loadMapModels() {
-  if (options_.mapModelsFile.empty()) {
+  const auto text = readLeftByEarlierRun(options_.mapModelsFile);
+  if (!text) {
     return;
   }
-  std::error_code ec;
-  if (!fs::exists(options_.mapModelsFile, ec)) {
+  if (!*text) {
+    log::warning(fmt::format("{}; a map whose devices went before this start gets the "
+                             "defaults' policy, not its [[device]] entry's",
+                             text->error()));
     return;
   }
   const std::string where = options_.mapModelsFile.string();
-  auto text = readConfigFile(options_.mapModelsFile);
-  if (!text) {
-    log::warning(fmt::format("{}; a map whose devices went before this start gets the "
-                             "defaults' policy, not its [[device]] entry's",
-                             text.error()));
-    return;
-  }
-  std::istringstream in(*text);
+  std::istringstream in(**text);
   unsigned lineNo = 0;
   for (std::string line; std::getline(in, line);) {
     ++lineNo;
@@ -633,13 +635,13 @@ void Daemon::syncMapModels() {
   // The maps the kernel has now, planned or stale: a map that is gone
   // needs no policy, and a LUN that comes back brings its paths.
   std::map<std::string, std::pair<std::string, std::string>> models;
+  // SCSI INQUIRY strings are printable ASCII; anything else would break the
+  // line, and is left out.
+  const auto clean = [](const std::string &field) {
+    return field.find_first_of("\t\n") == std::string::npos;
+  };
   for (const auto *known : {&maps_, &staleMaps_}) {
     for (const auto &[alias, map] : *known) {
-      // SCSI INQUIRY strings are printable ASCII; anything else would break
-      // the line, and is left out.
-      const auto clean = [](const std::string &field) {
-        return field.find_first_of("\t\n") == std::string::npos;
-      };
       if (!map.wwid.empty() && clean(map.wwid) && (!map.vendor.empty() || !map.product.empty()) &&
           clean(map.vendor) && clean(map.product)) {
         models.insert_or_assign(map.wwid, std::pair{map.vendor, map.product});
