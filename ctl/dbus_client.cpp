@@ -185,16 +185,17 @@ namespace {
 constexpr auto kManageTimeout = dbus::kAuthorizationTimeout + std::chrono::seconds(30);
 
 template <typename... Args>
-void manage(sdbus::IProxy &proxy, const char *method, const Args &...args) {
+void manage(sdbus::IProxy &proxy, bool interactive, const char *method, const Args &...args) {
   auto call = proxy.createMethodCall(dbus::kManagerInterface, method);
   if constexpr (sizeof...(args) > 0) {
     (call << ... << args);
   }
   // Whoever runs pathkeeperctl can answer polkit's password prompt (an
-  // agent in their session), so the daemon may have polkit ask, as for
-  // systemctl; without the flag it answers InteractiveAuthorizationRequired.
-  if (const int r =
-          sd_bus_message_set_allow_interactive_authorization(dbus::sdBusMessageOf(call), 1);
+  // agent in their session), so unless told otherwise (--no-ask-password)
+  // the daemon may have polkit ask, as for systemctl; without the flag it
+  // answers InteractiveAuthorizationRequired.
+  if (const int r = sd_bus_message_set_allow_interactive_authorization(dbus::sdBusMessageOf(call),
+                                                                       interactive ? 1 : 0);
       r < 0) {
     throw sdbus::createError(-r, "cannot allow interactive authorization on the call");
   }
@@ -204,28 +205,29 @@ void manage(sdbus::IProxy &proxy, const char *method, const Args &...args) {
 } // namespace
 
 void DaemonClient::reconfigure() {
-  manage(proxies_->root.proxy(), "Reconfigure");
+  manage(proxies_->root.proxy(), interactive_, "Reconfigure");
 }
 void DaemonClient::failPath(const std::string &device) {
-  manage(proxies_->root.proxy(), "FailPath", device);
+  manage(proxies_->root.proxy(), interactive_, "FailPath", device);
 }
 void DaemonClient::reinstatePath(const std::string &device) {
-  manage(proxies_->root.proxy(), "ReinstatePath", device);
+  manage(proxies_->root.proxy(), interactive_, "ReinstatePath", device);
 }
 void DaemonClient::switchGroup(const std::string &map, unsigned group) {
-  manage(proxies_->root.proxy(), "SwitchGroup", map, static_cast<std::uint32_t>(group));
+  manage(proxies_->root.proxy(), interactive_, "SwitchGroup", map,
+         static_cast<std::uint32_t>(group));
 }
 void DaemonClient::disableQueueing(const std::string &map) {
-  manage(proxies_->root.proxy(), "DisableQueueing", map);
+  manage(proxies_->root.proxy(), interactive_, "DisableQueueing", map);
 }
 void DaemonClient::restoreQueueing(const std::string &map) {
-  manage(proxies_->root.proxy(), "RestoreQueueing", map);
+  manage(proxies_->root.proxy(), interactive_, "RestoreQueueing", map);
 }
 void DaemonClient::setSelector(const std::string &map, const std::string &selector) {
-  manage(proxies_->root.proxy(), "SetSelector", map, selector);
+  manage(proxies_->root.proxy(), interactive_, "SetSelector", map, selector);
 }
 void DaemonClient::rescan() {
-  manage(proxies_->root.proxy(), "Rescan");
+  manage(proxies_->root.proxy(), interactive_, "Rescan");
 }
 
 void DaemonClient::watch(std::function<void(const BusChange &)> onChange) {
@@ -341,6 +343,14 @@ ClientFailure describeBusError(const sdbus::Error &error) {
   }
   if (name == dbus::kErrorAccessDenied || name == "org.freedesktop.DBus.Error.AccessDenied") {
     return {4, fmt::format("not allowed: {}", error.getMessage())};
+  }
+  if (name == "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired") {
+    // Only a call made without the flag gets this: --no-ask-password. The
+    // daemon's own advice is for any client; this one is for the user.
+    return {4, fmt::format("not allowed without asking for a password: run it as root, or "
+                           "without --no-ask-password where a polkit agent can ask (pathkeeperd: "
+                           "{})",
+                           error.getMessage())};
   }
   if (name == dbus::kErrorNotFound || name == dbus::kErrorInvalidArgument ||
       name == dbus::kErrorFailed) {

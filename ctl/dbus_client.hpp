@@ -50,6 +50,12 @@ public:
   /// @brief GetManagedObjects as sent.
   [[nodiscard]] ManagedObjects managedObjects();
 
+  /// @brief Whether the managing calls below let polkit ask the caller for
+  /// a password (D-Bus ALLOW_INTERACTIVE_AUTHORIZATION); on by default, as
+  /// for systemctl. Without it, a call that needs authentication fails
+  /// with InteractiveAuthorizationRequired instead of waiting on a prompt.
+  void allowInteractiveAuthorization(bool allow) { interactive_ = allow; }
+
   void reconfigure();
   void failPath(const std::string &device);
   void reinstatePath(const std::string &device);
@@ -67,6 +73,7 @@ public:
 private:
   struct Proxies;
   std::unique_ptr<Proxies> proxies_;
+  bool interactive_ = true;
 };
 
 /// @brief Rebuilds the published state from GetManagedObjects' answer and the

@@ -44,7 +44,8 @@ overrides the system bus):
   reconfigure       Re-read the configuration
   rescan            Rescan the kernel's iSCSI paths
   The commands that change something need root or the polkit action
-  org.pathkeeper.PathKeeper1.manage.
+  org.pathkeeper.PathKeeper1.manage; polkit may ask for a password. With
+  --no-ask-password they fail at once instead (exit status 4), for scripts.
 
 D-Bus commands' exit status: 0 done, 1 failed, 2 bad usage, 3 pathkeeperd not
 running or no bus, 4 not allowed.
@@ -74,6 +75,11 @@ std::optional<unsigned> parseUnsigned(const std::string &text) {
 
 bool isQueueingCommand(const std::string &command) {
   return command == "disable-queueing" || command == "restore-queueing";
+}
+
+/// The commands that change something, which need root or polkit.
+bool isManagingCommand(const std::string &command) {
+  return command != "status" && command != "watch";
 }
 
 /// disable-queueing and restore-queueing: every map named, or all; each is
@@ -162,6 +168,7 @@ int run(const std::string &command, const std::vector<std::string> &args, std::s
   std::optional<bool> colour;
   std::optional<unsigned> count;
   bool all = false;
+  bool askPassword = true;
   std::vector<std::string> operands;
   for (; i < args.size(); ++i) {
     const std::string &arg = args[i];
@@ -173,6 +180,8 @@ int run(const std::string &command, const std::vector<std::string> &args, std::s
       colour = false;
     } else if (arg == "--all" && isQueueingCommand(command)) {
       all = true;
+    } else if (arg == "--no-ask-password" && isManagingCommand(command)) {
+      askPassword = false;
     } else if (arg == "--count" && command == "watch") {
       if (i + 1 >= args.size() || !parseUnsigned(args[i + 1])) {
         return usage("--count needs a number");
@@ -216,6 +225,7 @@ int run(const std::string &command, const std::vector<std::string> &args, std::s
   }
   try {
     DaemonClient client(*connection);
+    client.allowInteractiveAuthorization(askPassword);
     if (command == "status") {
       const auto snapshot = client.snapshot();
       const bool tty = isatty(STDOUT_FILENO) == 1;

@@ -1060,6 +1060,21 @@ TEST_F(DbusHost, PolkitDecidesForCallersOtherThanRoot) {
   EXPECT_THAT(challenged.err,
               HasSubstr("ReinstatePath needs authentication for org.pathkeeper.PathKeeper1.manage; "
                         "run it as root or from a session with a polkit agent"));
+  // --no-ask-password leaves the flag off, as dbus-send does.
+  auto noPassword = asDaemonUser;
+  noPassword.insert(noPassword.end(),
+                    {PK_PATHKEEPERCTL, "reinstate-path", "--no-ask-password", "sdb"});
+  auto refused = run(noPassword);
+  EXPECT_EQ(refused.status, 4) << refused.err;
+  EXPECT_THAT(
+      refused.err,
+      HasSubstr("not allowed without asking for a password: run it as root, or without "
+                "--no-ask-password where a polkit agent can ask (pathkeeperd: "
+                "ReinstatePath needs authentication for org.pathkeeper.PathKeeper1.manage"));
+  // Reading needs no authorization, so it has no such option.
+  auto status = ctl({"status", "--no-ask-password"});
+  EXPECT_EQ(status.status, 2);
+  EXPECT_THAT(status.err, HasSubstr("unknown option '--no-ask-password' for status"));
   EXPECT_EQ(serverCalls(), "calls: failPath sdb");
 }
 

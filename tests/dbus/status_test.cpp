@@ -280,5 +280,16 @@ TEST(DbusClientErrors, SayWhetherTheDaemonRunsOrTheCallerMayNot) {
   EXPECT_EQ(notFound.message, "no path 'sdx'");
 }
 
+TEST(DbusClientErrors, SayWhatToDoWhenAPasswordWasNotToBeAskedFor) {
+  auto needsPassword =
+      describeBusError(sdbus::Error("org.freedesktop.DBus.Error.InteractiveAuthorizationRequired",
+                                    "FailPath needs authentication"));
+  EXPECT_EQ(needsPassword.status, 4);
+  EXPECT_EQ(needsPassword.message,
+            "not allowed without asking for a password: run it as root, or without "
+            "--no-ask-password where a polkit agent can ask (pathkeeperd: FailPath needs "
+            "authentication)");
+}
+
 } // namespace
 } // namespace pathkeeper::ctl
