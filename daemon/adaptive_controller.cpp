@@ -171,6 +171,7 @@ AdaptiveDecision AdaptiveController::evaluate(const AdaptiveMapInput &input, Tim
     capacity.currentWeight = path.weight;
     if (const auto *estimate = this->estimate(path.device)) {
       capacity.capacity = selector::confidentCapacity(*estimate, settings_);
+      capacity.drainMs = selector::expectedDrainMs(*estimate);
     }
     governed.paths.push_back(std::move(capacity));
   }
@@ -191,6 +192,7 @@ AdaptiveDecision AdaptiveController::evaluate(const AdaptiveMapInput &input, Tim
     break;
   case AdaptiveDecision::Action::Held:
   case AdaptiveDecision::Action::Deferred:
+  case AdaptiveDecision::Action::Lull:
     // Once per run: the sampling timer asks every few seconds.
     record = map.history.empty() || map.history.back().action != decision.action;
     break;

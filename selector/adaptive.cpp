@@ -69,6 +69,22 @@ std::optional<double> confidentCapacity(const PathEstimate &estimate,
   return estimate.capacityBytesPerSecond;
 }
 
+std::optional<double> expectedDrainMs(const PathEstimate &estimate) {
+  if (estimate.inFlight == 0) {
+    return 0.0;
+  }
+  const auto inFlight = static_cast<double>(estimate.inFlight);
+  if (estimate.capacityBytesPerSecond > 0 && estimate.iops > 0 &&
+      estimate.throughputBytesPerSecond > 0) {
+    const double bytesPerRequest = estimate.throughputBytesPerSecond / estimate.iops;
+    return 1000.0 * inFlight * bytesPerRequest / estimate.capacityBytesPerSecond;
+  }
+  if (estimate.latencyMs > 0) {
+    return estimate.latencyMs;
+  }
+  return std::nullopt;
+}
+
 std::vector<unsigned> computeWeights(const std::vector<PathCapacity> &paths) {
   double fastest = 0;
   std::vector<unsigned> current;
@@ -147,6 +163,8 @@ std::string_view toString(AdaptiveDecision::Action action) {
     return "held";
   case AdaptiveDecision::Action::Waiting:
     return "waiting";
+  case AdaptiveDecision::Action::Lull:
+    return "lull";
   }
   return "keep";
 }
@@ -164,6 +182,7 @@ AdaptiveDecision ReloadGovernor::evaluate(const AdaptiveInput &input, TimePoint 
   std::size_t confident = confidentCount(input.paths);
   bool selectorWanted = input.autoSelector;
   if (confident < 2) {
+    lullSince_.reset();
     decision.action = AdaptiveDecision::Action::Waiting;
     decision.reason = prefix + "waiting for measurements (" + std::to_string(confident) + " of " +
                       std::to_string(input.paths.size()) + " paths measured with confidence)";
@@ -205,6 +224,7 @@ AdaptiveDecision ReloadGovernor::evaluate(const AdaptiveInput &input, TimePoint 
   previous += joinWeights(current);
 
   if (!selectorChanged && !weightsChanged) {
+    lullSince_.reset();
     decision.action = AdaptiveDecision::Action::Keep;
     decision.weights = current;
     decision.reason = prefix + "keeping " + what + measured + ": within " +
@@ -212,6 +232,7 @@ AdaptiveDecision ReloadGovernor::evaluate(const AdaptiveInput &input, TimePoint 
     return decision;
   }
   if (input.pathTransition) {
+    lullSince_.reset();
     decision.action = AdaptiveDecision::Action::Held;
     decision.reason = prefix + "holding " + what + measured + " while " +
                       (input.transitionDevice.empty() ? "a path" : input.transitionDevice) +
@@ -227,10 +248,45 @@ AdaptiveDecision ReloadGovernor::evaluate(const AdaptiveInput &input, TimePoint 
                       std::to_string(interval.count()) + "s";
     return decision;
   }
+  std::string held;
+  if (settings_.reloadHoldWait.count() > 0) {
+    // The longest drain decides: the paths drain side by side.
+    const PathCapacity *slowest = nullptr;
+    for (const auto &path : input.paths) {
+      if (path.drainMs && (slowest == nullptr || *path.drainMs > *slowest->drainMs)) {
+        slowest = &path;
+      }
+    }
+    const auto target = static_cast<double>(settings_.reloadHoldTarget.count());
+    if (slowest != nullptr && *slowest->drainMs > target) {
+      if (!lullSince_) {
+        lullSince_ = now;
+      }
+      const auto waited = now - *lullSince_;
+      const auto drain =
+          std::to_string(std::lround(*slowest->drainMs)) + " ms (" + slowest->device + ")";
+      if (waited < settings_.reloadHoldWait) {
+        decision.action = AdaptiveDecision::Action::Lull;
+        decision.reason = prefix + "waiting for a lull to load " + what + measured +
+                          ": the I/O in flight would hold the map about " + drain + ", over the " +
+                          std::to_string(settings_.reloadHoldTarget.count()) +
+                          " ms reload_hold_target; " + "reloading regardless after " +
+                          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                             settings_.reloadHoldWait)
+                                             .count()) +
+                          "s";
+        return decision;
+      }
+      held = "; no lull in " +
+             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited).count()) +
+             "s, the I/O in flight holds the map about " + drain;
+    }
+  }
+  lullSince_.reset();
   lastReload_ = now;
   ++reloads_;
   decision.action = AdaptiveDecision::Action::Reload;
-  decision.reason = prefix + what + measured + previous;
+  decision.reason = prefix + what + measured + previous + held;
   return decision;
 }
 

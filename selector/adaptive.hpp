@@ -16,6 +16,15 @@
 // Never while failing: a map with a path failing or being reinstated keeps
 // its table; the reconciler and health engine are busy with it already, and
 // the estimates of a failing path are meaningless.
+// At a quiet moment: a reload's suspend holds every new request of the map
+// until the requests already in flight have completed (even with noflush),
+// so the I/O pause it causes is the time the paths need for what they carry
+// at that moment: on a 10 Mbit/s link, 100 ms per 128 KiB in flight. The
+// daemon cannot shorten that drain, only choose when it happens: a due
+// reload waits, for up to reloadHoldWait, for a sample at which the I/O in
+// flight would drain within reloadHoldTarget, and then reloads anyway. A
+// bursty workload gets its reload in a lull; a saturating one gets it late
+// by reloadHoldWait, with the pause it would have had.
 
 #include "model.hpp"
 #include "path_estimator.hpp"
@@ -37,6 +46,10 @@ struct AdaptiveSettings {
   unsigned equalTolerancePercent = 15;                ///< capacity spread still called "equal"
   unsigned idleIops = 5;                              ///< fewer completions/s: idle
   unsigned minConfidencePercent = 50;                 ///< below: the estimate has no vote
+  /// A reload waits for I/O in flight that drains within this.
+  std::chrono::milliseconds reloadHoldTarget{50};
+  /// For at most this long; 0: never waits.
+  std::chrono::milliseconds reloadHoldWait{30000};
 
   bool operator==(const AdaptiveSettings &) const = default;
 };
@@ -50,7 +63,17 @@ struct PathCapacity {
   /// Bytes per busy second; nullopt when the estimate is not confident yet.
   std::optional<double> capacity;
   unsigned currentWeight = 1; ///< what the table has now (link speed or equal)
+  /// How long the requests in flight on the path at the latest sample need
+  /// to complete (expectedDrainMs()); nullopt when that cannot be told.
+  std::optional<double> drainMs;
 };
+
+/// @brief How long @p estimate's requests in flight need to complete, in
+/// ms: in-flight count x bytes per request / bytes per busy second, the
+/// path's own rate with its queue as deep as it is. 0 with nothing in
+/// flight; without a capacity, the measured latency per request; nullopt
+/// when nothing was measured.
+std::optional<double> expectedDrainMs(const PathEstimate &estimate);
 
 /// @brief The estimate if its confidence reaches @p settings' minimum.
 std::optional<double> confidentCapacity(const PathEstimate &estimate,
@@ -88,13 +111,14 @@ struct AdaptiveDecision {
     Deferred, ///< a change is due, but the last reload was too recent
     Held,     ///< a change is due, but a path is failing or being reinstated
     Waiting,  ///< not enough confident estimates yet
+    Lull,     ///< a reload is due, waiting for less I/O in flight (reloadHoldTarget)
   } action = Action::Keep;
   SelectorKind selector = SelectorKind::ServiceTime;
   std::vector<unsigned> weights; ///< in the order of the evaluated paths
   std::string reason;            ///< one line for the log and the published history
 };
 
-/// @brief "keep", "reload", "deferred", "held" or "waiting".
+/// @brief "keep", "reload", "deferred", "held", "waiting" or "lull".
 std::string_view toString(AdaptiveDecision::Action action);
 
 /// @brief What one evaluation looks at.
@@ -128,6 +152,7 @@ public:
 private:
   AdaptiveSettings settings_;
   std::optional<TimePoint> lastReload_;
+  std::optional<TimePoint> lullSince_; ///< when a due reload began to wait for a lull
   unsigned reloads_ = 0;
 };
 

@@ -197,6 +197,15 @@ constexpr ConfigKey schema[] = {
     {"adaptive", "min_reload_interval", "duration", R"("60s")",
      "The shortest time between two reloads of one map for new weights or selector, 1s..24h.",
      R"("5m")"},
+    {"adaptive", "reload_hold_target", "duration", R"("50ms")",
+     "A reload holds the map's new I/O until the I/O in flight has completed: a due reload waits "
+     "for a sample at which that would take at most this long, estimated from each path's "
+     "requests in flight and measured rate, 0..10s.",
+     R"("100ms")"},
+    {"adaptive", "reload_hold_wait", "duration", R"("30s")",
+     "How long a due reload may wait for such a moment before it reloads regardless, 0..1h; 0 "
+     "reloads at once.",
+     R"("2m")"},
     {"adaptive", "hysteresis_percent", "integer", "20",
      "Reload only when some path's weight moves by more than this percentage of its current "
      "value, 1..100.",
@@ -317,10 +326,12 @@ struct DurationLimit {
 
 constexpr milliseconds maxFailbackDelay{86400000};
 
-constexpr std::array<DurationLimit, 12> durationLimits{{
+constexpr std::array<DurationLimit, 14> durationLimits{{
     {"sample_interval", milliseconds{500}, milliseconds{60000}},
     {"half_life", milliseconds{1000}, milliseconds{3600000}},
     {"min_reload_interval", milliseconds{1000}, milliseconds{86400000}},
+    {"reload_hold_target", milliseconds{0}, milliseconds{10000}},
+    {"reload_hold_wait", milliseconds{0}, milliseconds{3600000}},
     {"checker_interval", milliseconds{100}, milliseconds{3600000}},
     {"max_checker_interval", milliseconds{100}, milliseconds{3600000}},
     {"failed_checker_interval", milliseconds{100}, milliseconds{3600000}},
@@ -1223,6 +1234,10 @@ void DocumentParser::parseAdaptive(const toml::table &table) {
       interval = &adaptive.halfLife;
     } else if (n == "min_reload_interval") {
       interval = &adaptive.minReloadInterval;
+    } else if (n == "reload_hold_target") {
+      interval = &adaptive.reloadHoldTarget;
+    } else if (n == "reload_hold_wait") {
+      interval = &adaptive.reloadHoldWait;
     } else if (n == "hysteresis_percent") {
       count = &adaptive.hysteresisPercent;
     } else if (n == "equal_tolerance_percent") {
@@ -1886,10 +1901,12 @@ Expected<void> validateConfig(const Config &config) {
   check(where("health.flap_threshold"), "health.flap_threshold",
         unsignedError("flap_threshold", health.flapThreshold));
   const AdaptiveSettings &adaptive = config.adaptive;
-  const std::array<std::pair<std::string_view, milliseconds>, 3> adaptiveDurations{{
+  const std::array<std::pair<std::string_view, milliseconds>, 5> adaptiveDurations{{
       {"sample_interval", adaptive.sampleInterval},
       {"half_life", adaptive.halfLife},
       {"min_reload_interval", adaptive.minReloadInterval},
+      {"reload_hold_target", adaptive.reloadHoldTarget},
+      {"reload_hold_wait", adaptive.reloadHoldWait},
   }};
   for (const auto &[name, value] : adaptiveDurations) {
     std::string key = "adaptive." + std::string(name);

@@ -120,6 +120,7 @@ double PathEstimator::Smoothed::feed(double value, double alpha) {
 PathEstimator::Update PathEstimator::add(const StatSample &sample) {
   if (!previous_) {
     previous_ = sample;
+    estimate_.inFlight = sample.stat.inFlight;
     return Update::Baseline;
   }
   IntervalResult interval = intervalBetween(*previous_, sample);
@@ -131,10 +132,12 @@ PathEstimator::Update PathEstimator::add(const StatSample &sample) {
     // the old estimates describes it, and the new counters are the baseline.
     *this = PathEstimator(settings_);
     previous_ = sample;
+    estimate_.inFlight = sample.stat.inFlight;
     return Update::Reset;
   case IntervalResult::Kind::Measured:
     break;
   }
+  estimate_.inFlight = sample.stat.inFlight;
   const IntervalMetrics &m = interval.metrics;
   last_ = m;
   if (m.iops < settings_.idleIops || m.ios == 0) {

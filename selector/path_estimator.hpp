@@ -151,6 +151,9 @@ struct PathEstimate {
   double iops = 0;
   double confidence = 0; ///< 0..1
   unsigned busySamples = 0;
+  /// Requests in flight at the latest sample, busy or idle: a reading,
+  /// not an estimate.
+  std::uint64_t inFlight = 0;
 };
 
 /// @brief Feeds successive stat samples of one path into the estimates.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 
 namespace pathkeeper::selector {
 namespace {
@@ -20,10 +21,10 @@ Clock::time_point at(int seconds) {
 }
 
 PathCapacity measured(std::string device, double capacity, unsigned current = 1) {
-  return PathCapacity{std::move(device), capacity, current};
+  return PathCapacity{std::move(device), capacity, current, std::nullopt};
 }
 PathCapacity unmeasured(std::string device, unsigned current = 1) {
-  return PathCapacity{std::move(device), std::nullopt, current};
+  return PathCapacity{std::move(device), std::nullopt, current, std::nullopt};
 }
 
 AdaptiveInput twoPaths(double sda, double sdb, unsigned weightA = 1, unsigned weightB = 1) {
@@ -183,6 +184,101 @@ TEST(ReloadGovernor, UsesItsConfiguredHysteresisAndInterval) {
   ASSERT_EQ(governor.evaluate(twoPaths(4 * kMB, 1 * kMB), at(0)).action, Action::Reload);
   // 25 -> 28 is 12%: a wobble at 20%, a change at 5%.
   EXPECT_EQ(governor.evaluate(twoPaths(4 * kMB, 1.12 * kMB, 100, 25), at(10)).action,
+            Action::Reload);
+}
+
+// ------------------------------------------------------------ quiet moment
+
+AdaptiveInput withDrains(AdaptiveInput input, std::optional<double> sda,
+                         std::optional<double> sdb) {
+  input.paths[0].drainMs = sda;
+  input.paths[1].drainMs = sdb;
+  return input;
+}
+
+TEST(ExpectedDrain, IsTheBytesInFlightOverThePathsOwnRate) {
+  // A 10 Mbit/s path carrying 128 KiB requests, four of them in flight.
+  PathEstimate slow;
+  slow.capacityBytesPerSecond = 1.25e6;
+  slow.throughputBytesPerSecond = 1.25e6;
+  slow.iops = 1.25e6 / 131072;
+  slow.latencyMs = 400;
+  slow.inFlight = 4;
+  EXPECT_NEAR(*expectedDrainMs(slow), 4 * 131072 / 1.25e6 * 1000, 0.01);
+  // Busy a quarter of the time: each request still moves at the busy rate.
+  slow.throughputBytesPerSecond /= 4;
+  slow.iops /= 4;
+  EXPECT_NEAR(*expectedDrainMs(slow), 4 * 131072 / 1.25e6 * 1000, 0.01);
+  slow.inFlight = 0;
+  EXPECT_EQ(expectedDrainMs(slow), 0.0);
+}
+
+TEST(ExpectedDrain, FallsBackOnTheLatencyAndKnowsWhenItCannotTell) {
+  PathEstimate unmeasured;
+  EXPECT_EQ(expectedDrainMs(unmeasured), 0.0); // nothing in flight: nothing to wait for
+  unmeasured.inFlight = 2;
+  EXPECT_EQ(expectedDrainMs(unmeasured), std::nullopt);
+  unmeasured.latencyMs = 35;
+  EXPECT_EQ(expectedDrainMs(unmeasured), 35.0);
+}
+
+TEST(ReloadGovernor, WaitsForALullBeforeReloading) {
+  ReloadGovernor governor; // 50 ms target, 30 s wait
+  auto busy = governor.evaluate(withDrains(twoPaths(4 * kMB, 1 * kMB), 20.0, 420.0), at(0));
+  EXPECT_EQ(busy.action, Action::Lull);
+  EXPECT_EQ(busy.reason,
+            "xserve-upper: waiting for a lull to load weights sda 100, sdb 25 (measured 4.0 MB/s "
+            "vs 1.0 MB/s busy capacity): the I/O in flight would hold the map about 420 ms (sdb), "
+            "over the 50 ms reload_hold_target; reloading regardless after 30s");
+  EXPECT_EQ(governor.reloads(), 0U);
+  EXPECT_EQ(governor.lastReload(), std::nullopt);
+  // Exactly at the target is quiet enough; an unknown drain does not hold it.
+  auto quiet = governor.evaluate(withDrains(twoPaths(4 * kMB, 1 * kMB), 50.0, std::nullopt), at(4));
+  EXPECT_EQ(quiet.action, Action::Reload);
+  EXPECT_THAT(quiet.weights, ElementsAre(100U, 25U));
+  EXPECT_THAT(quiet.reason, testing::Not(HasSubstr("lull")));
+  EXPECT_EQ(governor.lastReload(), at(4));
+}
+
+TEST(ReloadGovernor, ReloadsRegardlessWhenNoLullComesInTime) {
+  ReloadGovernor governor;
+  auto saturated = withDrains(twoPaths(4 * kMB, 1 * kMB), 210.0, 420.0);
+  EXPECT_EQ(governor.evaluate(saturated, at(10)).action, Action::Lull);
+  EXPECT_EQ(governor.evaluate(saturated, at(39)).action, Action::Lull);
+  auto late = governor.evaluate(saturated, at(40));
+  EXPECT_EQ(late.action, Action::Reload);
+  EXPECT_THAT(late.reason, HasSubstr("previous 1/1; no lull in 30s, the I/O in flight holds the "
+                                     "map about 420 ms (sdb)"));
+  EXPECT_EQ(governor.reloads(), 1U);
+}
+
+TEST(ReloadGovernor, StartsWaitingAfreshForAChangeThatCameBack) {
+  ReloadGovernor governor;
+  auto change = withDrains(twoPaths(4 * kMB, 1 * kMB), 0.0, 420.0);
+  EXPECT_EQ(governor.evaluate(change, at(0)).action, Action::Lull);
+  // The change went away (the weights match after all) and came back.
+  EXPECT_EQ(
+      governor.evaluate(withDrains(twoPaths(4 * kMB, 1 * kMB, 100, 25), 0.0, 420.0), at(20)).action,
+      Action::Keep);
+  EXPECT_EQ(governor.evaluate(change, at(40)).action, Action::Lull);
+  EXPECT_EQ(governor.evaluate(change, at(69)).action, Action::Lull);
+  EXPECT_EQ(governor.evaluate(change, at(70)).action, Action::Reload);
+}
+
+TEST(ReloadGovernor, ReloadsAtOnceWhenTheLullWaitIsOff) {
+  AdaptiveSettings settings;
+  settings.reloadHoldWait = std::chrono::milliseconds{0};
+  ReloadGovernor governor(settings);
+  auto decision = governor.evaluate(withDrains(twoPaths(4 * kMB, 1 * kMB), 0.0, 420.0), at(0));
+  EXPECT_EQ(decision.action, Action::Reload);
+  EXPECT_THAT(decision.reason, testing::Not(HasSubstr("lull")));
+}
+
+TEST(ReloadGovernor, UsesItsConfiguredHoldTarget) {
+  AdaptiveSettings settings;
+  settings.reloadHoldTarget = std::chrono::milliseconds{500};
+  ReloadGovernor governor(settings);
+  EXPECT_EQ(governor.evaluate(withDrains(twoPaths(4 * kMB, 1 * kMB), 0.0, 420.0), at(0)).action,
             Action::Reload);
 }
 

@@ -542,6 +542,8 @@ TEST(ConfigAdaptive, DefaultsReloadAtMostOncePerMinuteWithTwentyPercentHysteresi
   EXPECT_EQ(adaptive.equalTolerancePercent, 15U);
   EXPECT_EQ(adaptive.idleIops, 5U);
   EXPECT_EQ(adaptive.minConfidencePercent, 50U);
+  EXPECT_EQ(adaptive.reloadHoldTarget, std::chrono::milliseconds{50});
+  EXPECT_EQ(adaptive.reloadHoldWait, std::chrono::seconds{30});
 }
 
 TEST(ConfigAdaptive, ParsesEveryKeyOfTheTable) {
@@ -552,7 +554,9 @@ TEST(ConfigAdaptive, ParsesEveryKeyOfTheTable) {
                                       "hysteresis_percent = 10\n"
                                       "equal_tolerance_percent = 5\n"
                                       "idle_iops = 50\n"
-                                      "min_confidence_percent = 80\n")
+                                      "min_confidence_percent = 80\n"
+                                      "reload_hold_target = \"100ms\"\n"
+                                      "reload_hold_wait = \"0s\"\n")
                                   .adaptive;
   EXPECT_EQ(adaptive.sampleInterval, std::chrono::seconds{1});
   EXPECT_EQ(adaptive.halfLife, std::chrono::seconds{30});
@@ -561,6 +565,8 @@ TEST(ConfigAdaptive, ParsesEveryKeyOfTheTable) {
   EXPECT_EQ(adaptive.equalTolerancePercent, 5U);
   EXPECT_EQ(adaptive.idleIops, 50U);
   EXPECT_EQ(adaptive.minConfidencePercent, 80U);
+  EXPECT_EQ(adaptive.reloadHoldTarget, std::chrono::milliseconds{100});
+  EXPECT_EQ(adaptive.reloadHoldWait, std::chrono::milliseconds{0});
 }
 
 TEST(ConfigAdaptive, OutOfRangeValuesNameTheKeyAndTheLimits) {
@@ -570,6 +576,10 @@ TEST(ConfigAdaptive, OutOfRangeValuesNameTheKeyAndTheLimits) {
               HasSubstr("adaptive.sample_interval: must be between 500ms and 1m, got 100ms"));
   EXPECT_THAT(parseError("[adaptive]\nmin_reload_interval = \"0s\"\n"),
               HasSubstr("adaptive.min_reload_interval: must be between 1s and 24h"));
+  EXPECT_THAT(parseError("[adaptive]\nreload_hold_target = \"11s\"\n"),
+              HasSubstr("adaptive.reload_hold_target: must be between 0ms and 10s, got 11s"));
+  EXPECT_THAT(parseError("[adaptive]\nreload_hold_wait = \"2h\"\n"),
+              HasSubstr("adaptive.reload_hold_wait: must be between 0ms and 1h, got 2h"));
   EXPECT_THAT(parseError("[adaptive]\nequal_tolerance_percent = 95\n"),
               HasSubstr("adaptive.equal_tolerance_percent: must be between 0 and 90"));
   EXPECT_THAT(parseError("[adaptive]\nspeed = 3\n"),

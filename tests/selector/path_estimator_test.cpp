@@ -175,6 +175,22 @@ TEST(PathEstimator, ReportsASteadyPathExactlyAndGainsConfidenceOverOneHalfLife) 
   EXPECT_EQ(estimator.estimate().busySamples, 5U);
 }
 
+TEST(PathEstimator, ReadsTheRequestsInFlightAtEveryLatestSample) {
+  PathEstimator estimator(tenSecondHalfLife());
+  FakeDisk disk;
+  disk.stat.inFlight = 3;
+  EXPECT_EQ(estimator.add(disk.idle()), PathEstimator::Update::Baseline);
+  EXPECT_EQ(estimator.estimate().inFlight, 3U);
+  disk.stat.inFlight = 8;
+  EXPECT_EQ(estimator.add(disk.busy(4 * kMB)), PathEstimator::Update::Busy);
+  EXPECT_EQ(estimator.estimate().inFlight, 8U);
+  // An idle interval leaves the estimates but not the reading.
+  disk.stat.inFlight = 0;
+  EXPECT_EQ(estimator.add(disk.idle()), PathEstimator::Update::Idle);
+  EXPECT_EQ(estimator.estimate().inFlight, 0U);
+  EXPECT_EQ(estimator.estimate().busySamples, 1U);
+}
+
 TEST(PathEstimator, MeasuresCapacityPerBusySecondSoALightlyLoadedPathIsNotSlow) {
   PathEstimator estimator(tenSecondHalfLife());
   FakeDisk disk;

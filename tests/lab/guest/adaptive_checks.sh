@@ -173,6 +173,15 @@ ad_run() {
     lab_check "the daemon logged the decision with the measurements" \
         pd_log_has "$AD_MAP: weights $sd_f $wf, $sd_s $ws (measured .* busy capacity)"
     lab_check "the daemon logged the reload" pd_log_has "reload $AD_MAP (.*) in [0-9.]* ms"
+    # A reload holds the map's new I/O until the I/O in flight has drained.
+    # With fio keeping 8 requests of 128 KiB in flight, at least four are on
+    # one path, over 100 ms of it even at 40 Mbit/s: more than the default
+    # reload_hold_target (50 ms), so the due reload must first have waited
+    # for a lull (for up to reload_hold_wait, 30 s), and said so.
+    lab_check "the reload first waited for a lull, with the I/O in flight it saw" \
+        test "$(jq -r --arg m "$AD_MAP" \
+            '[.maps[] | select(.alias == $m) | .adaptive_decisions[] | select(.action == "lull" and (.reason | test("would hold the map about [0-9]+ ms \\(sd[a-z]+\\), over the 50 ms reload_hold_target")))] | length' "$PD_STATE")" -ge 1
+    lab_log "MEASURE first_reload: $(jq -r --arg m "$AD_MAP" '[.maps[] | select(.alias == $m) | .adaptive_decisions[] | select(.action == "reload")][0].reason' "$PD_STATE")"
     lab_check "the slow path's published capacity is below the fast path's" \
         test "$(pd_path_field "$sd_s" capacity_bps)" -lt "$(pd_path_field "$sd_f" capacity_bps)"
 
