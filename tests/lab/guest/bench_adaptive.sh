@@ -39,12 +39,30 @@
 #                        longest of the run
 # and NOTEs per reload with its times, the daemon's figure, and fio's gap
 # and latency over both the daemon's and the kernel's interval.
+#
+# Selector "auto-now" is auto with reload_hold_wait = "0s": a due reload
+# loads at once instead of waiting for a lull (the daemon before the lull
+# wait), for an A/B of the kernel's pause. BENCH_AD_LOAD=bursty (load=) runs
+# fio in bursts (BENCH_AD_BURST 128 KiB requests at QD 8, then
+# BENCH_AD_THINK of no I/O) instead of the steady load: the workload with
+# lulls for a reload to wait for. Its link sums measure the load, not the
+# selectors.
 
 BENCH_AD_WINDOW=20
 BENCH_AD_MIDNIGHT_MS=
 BENCH_AD_STEADY=0
 BENCH_AD_LINES0=0
 BENCH_AD_SELECTORS="round-robin queue-length service-time auto"
+BENCH_AD_LOAD=steady
+BENCH_AD_BURST=48
+BENCH_AD_THINK=1s
+
+# bench_ad_load_args: fio's options for BENCH_AD_LOAD.
+bench_ad_load_args() {
+    [[ $BENCH_AD_LOAD == bursty ]] || return 0
+    # fio completes a burst's I/O in flight before it thinks (io_u_quiesce)
+    echo "--thinktime=$BENCH_AD_THINK --thinktime_blocks=$BENCH_AD_BURST"
+}
 
 # bench_ad_selector_is SEL: the kernel's table for the map uses SEL.
 bench_ad_selector_is() { [[ $(dmsetup table "$AD_MAP" 2>/dev/null) == *" $1 "* ]]; }
@@ -193,14 +211,21 @@ bench_ad_trace_pairs() {
 # one window.
 bench_ad_one() {
     local scen=$1 sum=$2 name=$3 sel=$4 rt=$5 rw=$6 run=$7 secs=$BENCH_AD_WINDOW
-    local want=$4 sd_f sd_s share=0 bf=0 bs=0 lines0 t_io r0 r1 lat
+    local want=$4 sd_f sd_s share=0 bf=0 bs=0 lines0 t_io r0 r1 lat adaptive
+    local -a load
+    # shellcheck disable=SC2207 # the options are words without blanks
+    load=($(bench_ad_load_args))
+    adaptive=$(printf '[adaptive]\nmin_reload_interval = "10s"')
+    if [[ $sel == auto-now ]]; then
+        sel=auto
+        adaptive+=$(printf '\nreload_hold_wait = "0s"')
+    fi
     # selector = "auto" starts as queue-length (until measured otherwise)
     [[ $sel == auto ]] && want=queue-length
-    lab_step "bench adaptive: $scen $name (selector $sel, relative_throughput $rt), run $run"
+    lab_step "bench adaptive: $scen $name (selector $sel, relative_throughput $rt, $BENCH_AD_LOAD load), run $run"
     bench_pkd_stop
     : >"$PD_STATE"
-    pd_write_config "$sel" "$(printf '[adaptive]\nmin_reload_interval = "10s"')" \
-        "relative_throughput = \"$rt\""
+    pd_write_config "$sel" "$adaptive" "relative_throughput = \"$rt\""
     bench_pkd_start "$BENCH_AD_DAEMON" --log-level info
     bench_ad_poll 60 pd_ready || { bench_note "$scen $name run $run: pathkeeperd not ready"; return 1; }
     bench_ad_poll 60 pd_maps_present || { bench_note "$scen $name run $run: maps not present"; return 1; }
@@ -208,7 +233,7 @@ bench_ad_one() {
     sd_f=$(pd_eth1_path "$AD_MAP")
     sd_s=$(jq -r --arg m "$AD_MAP" '.paths[] | select(.map == $m and .netdev == "eth2") | .device' "$PD_STATE")
     if [[ $sel != auto ]]; then
-        ad_io_start "rand$rw"
+        ad_io_start "rand$rw" "${load[@]}"
         sleep 5 # the TCP ramp after the start
         read -r share bf bs < <(ad_share "$sd_f" "$sd_s" "$secs")
         ad_io_stop
@@ -219,7 +244,7 @@ bench_ad_one() {
         BENCH_AD_LINES0=$lines0
         bench_ad_trace_mark
         bench_now; t_io=$BENCH_T
-        ad_io_start "rand$rw" --write_lat_log="$lat" --log_avg_msec=0 --log_unix_epoch=1
+        ad_io_start "rand$rw" "${load[@]}" --write_lat_log="$lat" --log_avg_msec=0 --log_unix_epoch=1
         BENCH_AD_CONFIDENT_SINCE=
         if bench_ad_poll 120 bench_ad_settled; then
             bench_now
@@ -324,17 +349,19 @@ bench_ad_set() {
     BENCH_AD_STEADY=0
     for ((run = 1; run <= runs; run++)); do
         for sel in $BENCH_AD_SELECTORS; do
-            if [[ $sel == auto ]]; then
-                bench_ad_one "$scen" "$sum" auto auto auto "$rw" "$run" || true
+            if [[ $sel == auto || $sel == auto-now ]]; then
+                bench_ad_one "$scen" "$sum" "$sel" "$sel" auto "$rw" "$run" || true
             else
                 bench_ad_one "$scen" "$sum" "$sel" "$sel" equal "$rw" "$run" || true
             fi
         done
     done
-    [[ " $BENCH_AD_SELECTORS " == *" auto "* ]] || return 0
+    local autos
+    autos=$(tr ' ' '\n' <<<"$BENCH_AD_SELECTORS" | grep -c '^auto')
+    ((autos)) || return 0
     bench_result "$scen" auto reloads_per_min all \
-        "$(awk -v n="$BENCH_AD_STEADY" -v s=$((runs * BENCH_AD_WINDOW)) 'BEGIN { printf "%.2f", n * 60 / s }')"
-    bench_note "$scen auto: $BENCH_AD_STEADY adaptive reloads in $runs steady windows of $BENCH_AD_WINDOW s"
+        "$(awk -v n="$BENCH_AD_STEADY" -v s=$((runs * autos * BENCH_AD_WINDOW)) 'BEGIN { printf "%.2f", n * 60 / s }')"
+    bench_note "$scen auto: $BENCH_AD_STEADY adaptive reloads in $((runs * autos)) steady windows of $BENCH_AD_WINDOW s (auto and auto-now together)"
 }
 
 # bench_adaptive DAEMON [RUNS [WINDOW_S [LINKS...]]]: RUNS default to 3,
@@ -348,10 +375,10 @@ bench_adaptive() {
     lab_check "pathkeeperd binary given (daemon=PATH)" test -x "$BENCH_AD_DAEMON"
     lab_check "fio is installed" command -v fio
     pk_mask_multipath_uevent_check
-    if [[ " $BENCH_AD_SELECTORS " == *" auto "* ]]; then
+    if [[ " $BENCH_AD_SELECTORS " == *" auto"* ]]; then
         bench_ad_trace_setup || bench_note "no kprobes on dm_suspend/dm_resume: kernel_* figures not taken"
     fi
-    bench_note "selectors: $BENCH_AD_SELECTORS; xserve-upper, htb both ends, fio rand{read,write} 128k direct QD8, windows of $BENCH_AD_WINDOW s, $runs runs, auto with min_reload_interval 10s; kernel $(uname -r), $(nproc) vCPUs"
+    bench_note "selectors: $BENCH_AD_SELECTORS; xserve-upper, htb both ends, fio rand{read,write} 128k direct QD8, $BENCH_AD_LOAD load $(bench_ad_load_args), windows of $BENCH_AD_WINDOW s, $runs runs, auto with min_reload_interval 10s (auto-now: and reload_hold_wait 0s); kernel $(uname -r), $(nproc) vCPUs"
     for links in "$@"; do
         # htb cannot change a root qdisc in place ("tc qdisc replace" fails
         # on the second link set): clear it first

@@ -26,7 +26,8 @@
 #                service-time, auto on 40+10 and 40+40 Mbit/s, reads and
 #                writes (needs daemon=; runs=N, default 3; window=SECS,
 #                default 20; links=40+10,40+40; selectors=a,b: a subset
-#                of round-robin,queue-length,service-time,auto)
+#                of round-robin,queue-length,service-time,auto,auto-now;
+#                load=steady|bursty)
 #       systemd  the installed package under systemd as PID 1: udev starts
 #                pathkeeperd.service, reload, stop (needs lab run --systemd
 #                and deb=; the .deb is installed before the logins)
@@ -149,6 +150,7 @@ scenario_run() {
         bench-adaptive)
             source "$LAB_DIR/guest/bench_adaptive.sh"
             BENCH_AD_SELECTORS=$(xs_arg selectors "$BENCH_AD_SELECTORS" "$@" | tr , ' ')
+            BENCH_AD_LOAD=$(xs_arg load steady "$@")
             # shellcheck disable=SC2046 # links=40+10,40+40: one word per set
             bench_adaptive "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" "$(xs_arg window 20 "$@")" \
                 $(xs_arg links "40+10,40+40" "$@" | tr , ' ')
