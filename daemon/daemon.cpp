@@ -1045,7 +1045,7 @@ void Daemon::sampleAdaptive() {
       }
     }
     input.transitionDevice = firstUnsettledPath(settling);
-    if (!wanted || selectorOverrides_.contains(alias)) {
+    if (!wanted || selectorOverrides_.contains(alias) || adaptiveLoading_.contains(alias)) {
       continue;
     }
     const auto decision = adaptive_.evaluate(input, now, wall);
@@ -1056,6 +1056,27 @@ void Daemon::sampleAdaptive() {
     if (decision.action == Adaptive::Reload) {
       log::write(log::Level::Notice, decision.reason, {{"MAP", alias}}, log::id::kAdaptiveDecision);
       reloaded += (reloaded.empty() ? "" : ", ") + alias;
+      AdaptiveLoad load{passes_, std::nullopt};
+      if (decision.atLull) {
+        // The lull was seen at this sample; the pass swaps a few hundred
+        // ms later. Wait there for one more, for up to one sample interval
+        // but no more than 2 s: the rest of the pass's table work (a new
+        // LUN's create) waits behind it on the table worker.
+        LullGate gate;
+        gate.target = config_.adaptive.reloadHoldTarget;
+        gate.maxWait = std::min(config_.adaptive.sampleInterval, std::chrono::milliseconds{2000});
+        for (const auto &path : input.paths) {
+          const auto *estimate = adaptive_.estimate(path.device);
+          if (auto perRequest =
+                  estimate != nullptr ? selector::msPerRequest(*estimate) : std::nullopt) {
+            gate.paths.push_back({path.device, *perRequest});
+          }
+        }
+        if (!gate.paths.empty()) {
+          load.gate = std::move(gate);
+        }
+      }
+      adaptiveLoading_.insert_or_assign(alias, std::move(load));
     } else if (recorded) {
       recordedAny = true;
       log::write(log::Level::Info, decision.reason, {{"MAP", alias}}, log::id::kAdaptiveDecision);
@@ -2235,6 +2256,8 @@ void Daemon::reconcile() {
 
 void Daemon::finishReconcile() {
   reconcileRunning_ = false;
+  std::erase_if(adaptiveLoading_,
+                [this](const auto &entry) { return entry.second.pass < passes_; });
   if (!ready_) {
     finishStartup();
     // Startup's scan, plan and first rendering leave megabytes free in the
@@ -2393,6 +2416,14 @@ void Daemon::reconcileWith(std::vector<LiveMap> liveMaps, const std::string &why
   }
 
   ReconcilePlan plan = planReconcile(input);
+  for (auto &action : plan.actions) {
+    if (action.kind != ActionKind::Reload) {
+      continue;
+    }
+    if (auto loading = adaptiveLoading_.find(action.map); loading != adaptiveLoading_.end()) {
+      action.lull = loading->second.gate;
+    }
+  }
   for (const auto &alias : plan.adopted) {
     if (announced_.insert(alias).second) {
       log::notice(fmt::format("map {} adopted as it is (its table already matches)", alias),
@@ -2434,9 +2465,10 @@ void Daemon::reconcileWith(std::vector<LiveMap> liveMaps, const std::string &why
   tableWorker_->post(
       std::move(what),
       [this, actions = std::move(plan.actions), live = std::move(input.live),
-       desired = std::move(input.desired)](DeviceMapper &dm) mutable -> DmWorker::Continuation {
+       desired = std::move(input.desired), inFlight = sysfsInFlight(options_.sysfsRoot)](
+          DeviceMapper &dm) mutable -> DmWorker::Continuation {
         const auto started = Clock::now();
-        auto outcomes = applyActions(actions, dm);
+        auto outcomes = applyActions(actions, dm, inFlight);
         const auto applied = Clock::now() - started; // udev's processing included
         std::string readError;
         try {
@@ -2626,9 +2658,20 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
       // "I/O held": the resume ioctl (suspend, swap, resume), what new I/O
       // waited; the total adds loading the table. udev's processing comes
       // after, once for the whole pass (applyActions' udev batch).
+      std::string lull;
+      if (outcome.lull) {
+        const double waited = static_cast<double>(outcome.lull->waited.count()) / 1000.0;
+        lull = outcome.lull->found
+                   ? fmt::format(" (of it {:.1f} ms waiting for a lull; about {:.0f} ms of I/O "
+                                 "in flight at the swap)",
+                                 waited, outcome.lull->drainMs)
+                   : fmt::format(" (of it {:.1f} ms waiting for a lull that did not come; "
+                                 "about {:.0f} ms of I/O in flight at the swap)",
+                                 waited, outcome.lull->drainMs);
+      }
       log::write(log::Level::Notice,
-                 fmt::format("{} in {:.1f} ms; I/O held {:.1f} ms", action.describe(),
-                             static_cast<double>(outcome.elapsed.count()) / 1000.0,
+                 fmt::format("{} in {:.1f} ms{}; I/O held {:.1f} ms", action.describe(),
+                             static_cast<double>(outcome.elapsed.count()) / 1000.0, lull,
                              static_cast<double>(outcome.held.count()) / 1000.0),
                  {{"MAP", action.map}, {"HELD_US", std::to_string(outcome.held.count())}},
                  log::id::kMapReloaded);

@@ -420,6 +420,17 @@ private:
   FailbackTracker failback_;
   NoPathRetryTracker noPathRetry_;
   AdaptiveController adaptive_;
+  /// Maps whose adaptive reload was decided and has not yet been through a
+  /// pass: the pass count at the decision (a pass started later applies the
+  /// decided table), and the lull the swap is to wait for. Until then the
+  /// map is sampled but not evaluated: its live table still has the old
+  /// weights, and the governor would take the reload under way for a new
+  /// change.
+  struct AdaptiveLoad {
+    std::uint64_t pass = 0;
+    std::optional<LullGate> gate;
+  };
+  std::map<std::string, AdaptiveLoad> adaptiveLoading_;
   std::unique_ptr<TurChecker> checker_;
   std::unique_ptr<DeviceEventSource> monitor_;
   std::unique_ptr<MultipathdClient> multipathd_;

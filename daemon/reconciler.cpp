@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <set>
 #include <system_error>
+#include <thread>
 
 namespace pathkeeper::daemon {
 
@@ -600,7 +601,8 @@ std::string paramsKeepingGroup(DeviceMapper &dm, const Action &reload) {
 
 } // namespace
 
-std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, DeviceMapper &dm) {
+std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, DeviceMapper &dm,
+                                        const InFlightReader &inFlight) {
   // One udev round for the whole list (many new maps at cold start), waited
   // for before returning, so every created map has its node by then.
   struct Batch {
@@ -628,9 +630,20 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
       case ActionKind::Create:
         dm.create(action.map, action.uuid, action.sizeSectors, action.params);
         break;
-      case ActionKind::Reload:
-        held = dm.reload(action.map, action.sizeSectors, paramsKeepingGroup(dm, action));
+      case ActionKind::Reload: {
+        std::function<void()> beforeSwap;
+        if (action.lull && inFlight) {
+          beforeSwap = [&] {
+            outcome.lull = waitForLull(
+                *action.lull, inFlight,
+                [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); },
+                [] { return std::chrono::steady_clock::now(); });
+          };
+        }
+        held =
+            dm.reload(action.map, action.sizeSectors, paramsKeepingGroup(dm, action), beforeSwap);
         break;
+      }
       case ActionKind::Message:
         if (action.uuid.empty()) {
           dm.message(action.map, action.message);

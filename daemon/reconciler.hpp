@@ -48,6 +48,7 @@
 #include "dm_adapter.hpp"
 #include "dm_status.hpp"
 #include "dm_table.hpp"
+#include "lull_gate.hpp"
 #include "plan.hpp"
 
 #include <chrono>
@@ -128,6 +129,8 @@ struct Action {
   std::string message;               ///< Message only, e.g. "fail_path 8:16"
   std::string oldName;               ///< Rename only: the live name; map is the new one
   bool stepAside = false;            ///< Rename only: to a temporary name, out of a swap's way
+  /// Reload only: wait for a lull before the swap (adaptive selection).
+  std::optional<LullGate> lull;
 
   /// @brief One line for logs, e.g. "reload xserve-upper (paths, selector)".
   [[nodiscard]] std::string describe() const;
@@ -199,6 +202,8 @@ struct ActionOutcome {
   /// keep the kernel safe (LibDevmapper::rename); held is that reload's.
   /// Set on a failed rename too: the reload happened all the same.
   bool reloadedFirst = false;
+  /// Reload with a lull gate only: how the wait before the swap went.
+  std::optional<LullWait> lull;
 };
 
 /// @brief Executes the actions in order. A failure does not stop the other
@@ -206,7 +211,9 @@ struct ActionOutcome {
 /// were planned against a table that is not there. A failed reload leaves
 /// the old table live and the map resumed (DeviceMapper::reload). The
 /// actions share one udev batch (DeviceMapper::beginUdevBatch), ended before
-/// returning.
-std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, DeviceMapper &dm);
+/// returning. A reload with a lull gate waits for it (waitForLull) with the
+/// new table loaded, reading @p inFlight; without a reader it does not wait.
+std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, DeviceMapper &dm,
+                                        const InFlightReader &inFlight = {});
 
 } // namespace pathkeeper::daemon

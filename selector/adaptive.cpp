@@ -69,15 +69,21 @@ std::optional<double> confidentCapacity(const PathEstimate &estimate,
   return estimate.capacityBytesPerSecond;
 }
 
+std::optional<double> msPerRequest(const PathEstimate &estimate) {
+  if (estimate.capacityBytesPerSecond > 0 && estimate.iops > 0 &&
+      estimate.throughputBytesPerSecond > 0) {
+    const double bytesPerRequest = estimate.throughputBytesPerSecond / estimate.iops;
+    return 1000.0 * bytesPerRequest / estimate.capacityBytesPerSecond;
+  }
+  return std::nullopt;
+}
+
 std::optional<double> expectedDrainMs(const PathEstimate &estimate) {
   if (estimate.inFlight == 0) {
     return 0.0;
   }
-  const auto inFlight = static_cast<double>(estimate.inFlight);
-  if (estimate.capacityBytesPerSecond > 0 && estimate.iops > 0 &&
-      estimate.throughputBytesPerSecond > 0) {
-    const double bytesPerRequest = estimate.throughputBytesPerSecond / estimate.iops;
-    return 1000.0 * inFlight * bytesPerRequest / estimate.capacityBytesPerSecond;
+  if (auto perRequest = msPerRequest(estimate)) {
+    return static_cast<double>(estimate.inFlight) * *perRequest;
   }
   if (estimate.latencyMs > 0) {
     return estimate.latencyMs;
@@ -249,7 +255,8 @@ AdaptiveDecision ReloadGovernor::evaluate(const AdaptiveInput &input, TimePoint 
     return decision;
   }
   std::string held;
-  if (settings_.reloadHoldWait.count() > 0) {
+  bool atLull = settings_.reloadHoldWait.count() > 0;
+  if (atLull) {
     // The longest drain decides: the paths drain side by side.
     const PathCapacity *slowest = nullptr;
     for (const auto &path : input.paths) {
@@ -277,6 +284,7 @@ AdaptiveDecision ReloadGovernor::evaluate(const AdaptiveInput &input, TimePoint 
                           "s";
         return decision;
       }
+      atLull = false;
       held = "; no lull in " +
              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited).count()) +
              "s, the I/O in flight holds the map about " + drain;
@@ -287,6 +295,7 @@ AdaptiveDecision ReloadGovernor::evaluate(const AdaptiveInput &input, TimePoint 
   ++reloads_;
   decision.action = AdaptiveDecision::Action::Reload;
   decision.reason = prefix + what + measured + previous + held;
+  decision.atLull = atLull;
   return decision;
 }
 

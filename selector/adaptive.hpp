@@ -24,7 +24,9 @@
 // reload waits, for up to reloadHoldWait, for a sample at which the I/O in
 // flight would drain within reloadHoldTarget, and then reloads anyway. A
 // bursty workload gets its reload in a lull; a saturating one gets it late
-// by reloadHoldWait, with the pause it would have had.
+// by reloadHoldWait, with the pause it would have had. A reload decided at
+// a lull (AdaptiveDecision::atLull) waits once more at its swap, which comes
+// a pass later (daemon/lull_gate.hpp).
 
 #include "model.hpp"
 #include "path_estimator.hpp"
@@ -67,6 +69,11 @@ struct PathCapacity {
   /// to complete (expectedDrainMs()); nullopt when that cannot be told.
   std::optional<double> drainMs;
 };
+
+/// @brief How long one request in flight on the path takes at its busy
+/// rate, in ms: bytes per request / bytes per busy second; nullopt before
+/// a rate and a request size were measured.
+std::optional<double> msPerRequest(const PathEstimate &estimate);
 
 /// @brief How long @p estimate's requests in flight need to complete, in
 /// ms: in-flight count x bytes per request / bytes per busy second, the
@@ -116,6 +123,10 @@ struct AdaptiveDecision {
   SelectorKind selector = SelectorKind::ServiceTime;
   std::vector<unsigned> weights; ///< in the order of the evaluated paths
   std::string reason;            ///< one line for the log and the published history
+  /// Reload only: decided at a lull (the I/O in flight within
+  /// reloadHoldTarget), so the swap should wait for one too; false when it
+  /// reloads regardless (no lull within reloadHoldWait, or the wait is off).
+  bool atLull = false;
 };
 
 /// @brief "keep", "reload", "deferred", "held", "waiting" or "lull".

@@ -19,12 +19,14 @@
 namespace pathkeeper::daemon {
 namespace {
 
+using namespace std::chrono_literals;
 using fakes::FakeDeviceMapper;
 using fakes::FakeMap;
 using selector::DevT;
 using selector::MapSpec;
 using selector::PlannedMap;
 using selector::SelectorKind;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -194,6 +196,49 @@ TEST_P(ReloadsOnRealChange, WithExactlyThatReason) {
   // The kernel now holds the desired table: the next pass adopts it.
   h.dm.calls.clear();
   EXPECT_THAT(h.plan().actions, IsEmpty());
+}
+
+// An adaptive reload waits for its lull with the new table loaded and the
+// old one still carrying the I/O: between the load and the swap.
+TEST(Reconcile, AReloadWithALullGateLooksAtTheIoInFlightBetweenLoadAndSwap) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
+  auto spec = upperSpec();
+  spec.selector = SelectorKind::ServiceTime;
+  h.input.desired = {planned(spec)};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  plan.actions[0].lull = LullGate{{{"sdb", 100.0}, {"sdc", 25.0}}, 50ms, 2000ms};
+  // sdb has a request in flight (100 ms to drain) at the first look, none at the next.
+  std::vector<std::uint64_t> sdb{1, 0};
+  std::size_t looks = 0;
+  const InFlightReader inFlight = [&](const std::string &device) -> std::optional<std::uint64_t> {
+    h.dm.calls.push_back("inflight " + device);
+    if (device != "sdb") {
+      return 0;
+    }
+    return sdb[std::min(looks++, sdb.size() - 1)];
+  };
+  auto outcomes = applyActions(plan.actions, h.dm, inFlight);
+  ASSERT_TRUE(outcomes[0].ok) << outcomes[0].error;
+  ASSERT_TRUE(outcomes[0].lull.has_value());
+  EXPECT_TRUE(outcomes[0].lull->found);
+  EXPECT_EQ(outcomes[0].lull->drainMs, 0.0);
+  // Two looks, the second finding the lull, between the load and the swap.
+  EXPECT_THAT(h.dm.modifyingCalls(),
+              ElementsAre("load xserve-upper", "inflight sdb", "inflight sdc", "inflight sdb",
+                          "inflight sdc", "resume xserve-upper"));
+
+  // Without a gate, or without a reader, nothing waits.
+  h.dm.calls.clear();
+  plan.actions[0].lull.reset();
+  spec.selector = SelectorKind::QueueLength;
+  h.input.desired = {planned(spec)};
+  auto again = h.plan();
+  ASSERT_THAT(kinds(again), ElementsAre(ActionKind::Reload));
+  outcomes = applyActions(again.actions, h.dm, inFlight);
+  EXPECT_FALSE(outcomes[0].lull.has_value());
+  EXPECT_THAT(h.dm.calls, Not(Contains("inflight sdb")));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -213,6 +213,15 @@ TEST(ExpectedDrain, IsTheBytesInFlightOverThePathsOwnRate) {
   EXPECT_EQ(expectedDrainMs(slow), 0.0);
 }
 
+TEST(MsPerRequest, IsTheRequestSizeOverTheBusyRate) {
+  PathEstimate path;
+  EXPECT_EQ(msPerRequest(path), std::nullopt);
+  path.capacityBytesPerSecond = 5e6;
+  path.throughputBytesPerSecond = 2.5e6;
+  path.iops = 2.5e6 / 131072;
+  EXPECT_NEAR(*msPerRequest(path), 131072 / 5e6 * 1000, 1e-9);
+}
+
 TEST(ExpectedDrain, FallsBackOnTheLatencyAndKnowsWhenItCannotTell) {
   PathEstimate unmeasured;
   EXPECT_EQ(expectedDrainMs(unmeasured), 0.0); // nothing in flight: nothing to wait for
@@ -237,6 +246,7 @@ TEST(ReloadGovernor, WaitsForALullBeforeReloading) {
   EXPECT_EQ(quiet.action, Action::Reload);
   EXPECT_THAT(quiet.weights, ElementsAre(100U, 25U));
   EXPECT_THAT(quiet.reason, testing::Not(HasSubstr("lull")));
+  EXPECT_TRUE(quiet.atLull); // the swap is to wait for one too
   EXPECT_EQ(governor.lastReload(), at(4));
 }
 
@@ -249,6 +259,7 @@ TEST(ReloadGovernor, ReloadsRegardlessWhenNoLullComesInTime) {
   EXPECT_EQ(late.action, Action::Reload);
   EXPECT_THAT(late.reason, HasSubstr("previous 1/1; no lull in 30s, the I/O in flight holds the "
                                      "map about 420 ms (sdb)"));
+  EXPECT_FALSE(late.atLull);
   EXPECT_EQ(governor.reloads(), 1U);
 }
 
@@ -272,6 +283,7 @@ TEST(ReloadGovernor, ReloadsAtOnceWhenTheLullWaitIsOff) {
   auto decision = governor.evaluate(withDrains(twoPaths(4 * kMB, 1 * kMB), 0.0, 420.0), at(0));
   EXPECT_EQ(decision.action, Action::Reload);
   EXPECT_THAT(decision.reason, testing::Not(HasSubstr("lull")));
+  EXPECT_FALSE(decision.atLull);
 }
 
 TEST(ReloadGovernor, UsesItsConfiguredHoldTarget) {
