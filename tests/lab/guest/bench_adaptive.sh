@@ -186,9 +186,12 @@ bench_ad_trace_mark() {
 }
 
 # bench_ad_trace_pairs: every suspend/resume since the mark, one per line:
-#   "SUSPEND_EPOCH_MS DRAIN_MS RESUMED_MS ACTIVATED_MS ACTIVATIONS COMM"
-# from dm_suspend's entry: its return, dm_resume's return, and the last
-# pg_init_done before the next suspend (within 10 s; -1 and 0 when none).
+#   "SUSPEND_EPOCH_MS DRAIN_MS RESUMED_MS ACTIVATED_MS ACTIVATIONS ACT_START_MS COMM"
+# from dm_suspend's entry: its return, dm_resume's return, the last
+# pg_init_done before the next suspend (within 10 s; -1 and 0 when none),
+# and the first activate_path_work after the resume (-1 when none). dm-mpath
+# starts the activation when the first request reaches the new table: at
+# once when requests were held by the suspend, later after a lull.
 bench_ad_trace_pairs() {
     ((BENCH_AD_TRACING)) || return 0
     awk '
@@ -197,13 +200,14 @@ bench_ad_trace_pairs() {
             for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) { ts = substr($i, 1, length($i) - 1) * 1000; ev = $(i + 1); break }
             if (ev == "") next
             if (ev == "tracing_mark_write:" && $(i + 2) == "pkb_epoch_us") { off = $(i + 3) / 1000 - ts; next }
-            if (ev == "susp:") { n++; s[n] = ts; sr[n] = -1; r[n] = -1; pd[n] = -1; c[n] = $1 }
+            if (ev == "susp:") { n++; s[n] = ts; sr[n] = -1; r[n] = -1; pd[n] = -1; as[n] = -1; c[n] = $1 }
             else if (ev == "susp_ret:" && n) sr[n] = ts - s[n]
             else if (ev == "res_ret:" && n && r[n] < 0) r[n] = ts - s[n]
+            else if (ev == "pgi:" && n && r[n] >= 0 && as[n] < 0 && ts - s[n] - r[n] <= 10000) as[n] = ts - s[n]
             else if (ev == "pgd:" && n && r[n] >= 0 && ts - s[n] - r[n] <= 10000) { pd[n] = ts - s[n]; np[n]++ }
         }
         END {
-            for (k = 1; k <= n; k++) if (r[k] >= 0) printf "%.1f %.1f %.1f %.1f %d %s\n", s[k] + off, sr[k], r[k], pd[k], np[k], c[k]
+            for (k = 1; k <= n; k++) if (r[k] >= 0) printf "%.1f %.1f %.1f %.1f %d %.1f %s\n", s[k] + off, sr[k], r[k], pd[k], np[k], as[k], c[k]
         }' "$BENCH_AD_TRACE/trace"
 }
 
@@ -290,6 +294,13 @@ bench_ad_reload_pauses() {
             bench_result "$scen" "$name" kernel_pause_ms "$run" "$(awk '{ p = $4 > $3 ? $4 : $3; if (p > m) m = p } END { printf "%.1f", m }' <<<"$kernel")"
             bench_result "$scen" "$name" kernel_suspended_ms "$run" "$(awk '$3 > m { m = $3 } END { printf "%.1f", m }' <<<"$kernel")"
             bench_result "$scen" "$name" kernel_drain_ms "$run" "$(awk '$2 > m { m = $2 } END { printf "%.1f", m }' <<<"$kernel")"
+            # What a request can have waited: held from dm_suspend's entry
+            # to the activation's end when the activation began at the
+            # resume (requests were waiting: they start it); after a lull
+            # (the activation began later, with the next request) nothing
+            # was held, and that next request waited for the activation only.
+            bench_result "$scen" "$name" kernel_io_held_ms "$run" "$(awk '{ a = $4 > $3 ? $4 : $3; h = ($6 >= 0 && $6 - $3 > 5) ? $4 - $6 : a; if (h > m) m = h } END { printf "%.1f", m }' <<<"$kernel")"
+            bench_result "$scen" "$name" kernel_activation_ms "$run" "$(awk '$6 >= 0 && $4 - $6 > m { m = $4 - $6 } END { printf "%.1f", m }' <<<"$kernel")"
         fi
     fi
     if [[ ! -s $log ]]; then
@@ -324,10 +335,10 @@ bench_ad_reload_pauses() {
         i=0
         while read -r kind g l rest; do
             [[ $kind == R ]] || continue
-            read -r t d p a np comm <<<"${kl[i]}"
+            read -r t d p a np as comm <<<"${kl[i]}"
             i=$((i + 1))
             t=${t%.*}
-            bench_note "$scen $name run $run: kernel: $comm suspended a map at $(date -d "@${t%???}" +%T).${t: -3}: drained in $d ms, resumed at +$p ms, $np path activations done at +$a ms; fio: longest completion gap overlapping that $g ms, longest latency of an I/O in flight then $l ms"
+            bench_note "$scen $name run $run: kernel: $comm suspended a map at $(date -d "@${t%???}" +%T).${t: -3}: drained in $d ms, resumed at +$p ms, $np path activations begun at +$as ms and done at +$a ms; fio: longest completion gap overlapping that $g ms, longest latency of an I/O in flight then $l ms"
         done < <(bench_ad_pauses "$log" $((t_io + 3000)) "$w")
     fi
     if [[ -z $reloads ]]; then
