@@ -2663,10 +2663,10 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
         const double waited = static_cast<double>(outcome.lull->waited.count()) / 1000.0;
         lull = outcome.lull->found
                    ? fmt::format(" (of it {:.1f} ms waiting for a lull; about {:.0f} ms of I/O "
-                                 "in flight at the swap)",
+                                 "in flight when it loaded)",
                                  waited, outcome.lull->drainMs)
                    : fmt::format(" (of it {:.1f} ms waiting for a lull that did not come; "
-                                 "about {:.0f} ms of I/O in flight at the swap)",
+                                 "about {:.0f} ms of I/O in flight when it loaded)",
                                  waited, outcome.lull->drainMs);
       }
       log::write(log::Level::Notice,

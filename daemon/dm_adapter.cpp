@@ -28,12 +28,8 @@ std::string DmTargetLine::str() const {
 // --- the generic sequences, built on the virtual primitives ----------------
 
 std::chrono::microseconds DeviceMapper::reload(const std::string &name, std::uint64_t sizeSectors,
-                                               const std::string &params,
-                                               const std::function<void()> &beforeSwap) {
+                                               const std::string &params) {
   load(name, sizeSectors, params);
-  if (beforeSwap) {
-    beforeSwap();
-  }
   const auto started = std::chrono::steady_clock::now();
   try {
     // One ioctl: with a table waiting in the inactive slot, the kernel

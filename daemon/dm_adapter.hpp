@@ -142,12 +142,9 @@ public:
   ///   resumed, with one retry.
   /// Returns how long new I/O waited: from the resume call to the return of
   /// its ioctl (resumeReturned()), the suspend's drain of the I/O in flight
-  /// included, udev's processing of the resume not. @p beforeSwap, when
-  /// given, runs after the load and before the swap (the lull gate); the old
-  /// table carries the I/O meanwhile. It must not throw.
+  /// included, udev's processing of the resume not.
   std::chrono::microseconds reload(const std::string &name, std::uint64_t sizeSectors,
-                                   const std::string &params,
-                                   const std::function<void()> &beforeSwap = {});
+                                   const std::string &params);
 
   /// @brief Starts a udev batch: create(), resume() and remove() no longer
   /// wait for udev one by one; endUdevBatch() waits once for all of them.

@@ -6,10 +6,11 @@
 // a reload only at a sample where little is in flight. Samples are seconds
 // apart, and a reconcile pass takes a few hundred ms more before the swap:
 // a bursty workload's next burst may have begun by then. So the reload
-// looks once more, with the new table loaded and just before the swap, and
-// waits (polling /sys/block/<dev>/inflight every few ms) for the I/O in
-// flight to drain within the target, for at most maxWait; then it swaps
-// regardless. I/O keeps flowing through the old table meanwhile.
+// looks once more, just before it reads the map's group and loads the new
+// table (milliseconds before the swap), and waits (polling
+// /sys/block/<dev>/inflight every few ms) for the I/O in flight to drain
+// within the target, for at most maxWait; then it reloads regardless. I/O
+// keeps flowing through the old table meanwhile.
 
 #include <chrono>
 #include <cstdint>

@@ -614,6 +614,7 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
   } batch(dm);
   std::vector<ActionOutcome> outcomes;
   std::set<std::string> broken; // maps whose create or reload failed
+  std::optional<std::chrono::steady_clock::time_point> gateDeadline; // the first lull gate's
   for (const auto &action : actions) {
     ActionOutcome outcome;
     outcome.action = action;
@@ -630,20 +631,26 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
       case ActionKind::Create:
         dm.create(action.map, action.uuid, action.sizeSectors, action.params);
         break;
-      case ActionKind::Reload: {
-        std::function<void()> beforeSwap;
+      case ActionKind::Reload:
         if (action.lull && inFlight) {
-          beforeSwap = [&] {
-            outcome.lull = waitForLull(
-                *action.lull, inFlight,
-                [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); },
-                [] { return std::chrono::steady_clock::now(); });
-          };
+          // Before the group is read and the table loaded, which take
+          // milliseconds: a message sent meanwhile reaches the old table
+          // and is read back into the new one. The pass's gates share one
+          // budget: the table worker waits no longer than one gate would.
+          LullGate gate = *action.lull;
+          const auto now = std::chrono::steady_clock::now();
+          if (!gateDeadline) {
+            gateDeadline = now + gate.maxWait;
+          }
+          gate.maxWait =
+              std::max(std::chrono::milliseconds{0},
+                       std::chrono::duration_cast<std::chrono::milliseconds>(*gateDeadline - now));
+          outcome.lull = waitForLull(
+              gate, inFlight, [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); },
+              [] { return std::chrono::steady_clock::now(); });
         }
-        held =
-            dm.reload(action.map, action.sizeSectors, paramsKeepingGroup(dm, action), beforeSwap);
+        held = dm.reload(action.map, action.sizeSectors, paramsKeepingGroup(dm, action));
         break;
-      }
       case ActionKind::Message:
         if (action.uuid.empty()) {
           dm.message(action.map, action.message);

@@ -211,8 +211,9 @@ struct ActionOutcome {
 /// were planned against a table that is not there. A failed reload leaves
 /// the old table live and the map resumed (DeviceMapper::reload). The
 /// actions share one udev batch (DeviceMapper::beginUdevBatch), ended before
-/// returning. A reload with a lull gate waits for it (waitForLull) with the
-/// new table loaded, reading @p inFlight; without a reader it does not wait.
+/// returning. A reload with a lull gate first waits for it (waitForLull),
+/// reading @p inFlight, while the old table carries the I/O; the gates of
+/// one call share the first one's maxWait. Without a reader nothing waits.
 std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, DeviceMapper &dm,
                                         const InFlightReader &inFlight = {});
 

@@ -56,7 +56,7 @@ struct PathView {
 /// @brief One adaptive-selection decision, as published.
 struct DecisionView {
   std::int64_t at = 0; ///< seconds since the Unix epoch
-  std::string action;  ///< "reload", "held" or "deferred"
+  std::string action;  ///< "reload", "held", "deferred" or "lull"
   std::string reason;
 
   bool operator==(const DecisionView &) const = default;

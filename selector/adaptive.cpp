@@ -85,9 +85,6 @@ std::optional<double> expectedDrainMs(const PathEstimate &estimate) {
   if (auto perRequest = msPerRequest(estimate)) {
     return static_cast<double>(estimate.inFlight) * *perRequest;
   }
-  if (estimate.latencyMs > 0) {
-    return estimate.latencyMs;
-  }
   return std::nullopt;
 }
 
@@ -248,6 +245,7 @@ AdaptiveDecision ReloadGovernor::evaluate(const AdaptiveInput &input, TimePoint 
   if (lastReload_ && now - *lastReload_ < settings_.minReloadInterval) {
     auto since = std::chrono::duration_cast<std::chrono::seconds>(now - *lastReload_);
     auto interval = std::chrono::duration_cast<std::chrono::seconds>(settings_.minReloadInterval);
+    lullSince_.reset();
     decision.action = AdaptiveDecision::Action::Deferred;
     decision.reason = prefix + "deferring " + what + measured + ": last reload " +
                       std::to_string(since.count()) + "s ago, minimum interval " +

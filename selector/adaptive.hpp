@@ -76,10 +76,9 @@ struct PathCapacity {
 std::optional<double> msPerRequest(const PathEstimate &estimate);
 
 /// @brief How long @p estimate's requests in flight need to complete, in
-/// ms: in-flight count x bytes per request / bytes per busy second, the
-/// path's own rate with its queue as deep as it is. 0 with nothing in
-/// flight; without a capacity, the measured latency per request; nullopt
-/// when nothing was measured.
+/// ms: in-flight count x msPerRequest(), the path's own rate with its queue
+/// as deep as it is. 0 with nothing in flight; nullopt while msPerRequest()
+/// is (the swap-time look, daemon/lull_gate.hpp, skips such a path too).
 std::optional<double> expectedDrainMs(const PathEstimate &estimate);
 
 /// @brief The estimate if its confidence reaches @p settings' minimum.
@@ -156,7 +155,10 @@ public:
   AdaptiveDecision evaluate(const AdaptiveInput &input, TimePoint now);
 
   /// @brief New thresholds (SIGHUP); the time of the last reload is kept.
-  void setSettings(const AdaptiveSettings &settings) { settings_ = settings; }
+  void setSettings(const AdaptiveSettings &settings) {
+    settings_ = settings;
+    lullSince_.reset(); // a wait begun under other settings starts again
+  }
   [[nodiscard]] std::optional<TimePoint> lastReload() const { return lastReload_; }
   [[nodiscard]] unsigned reloads() const { return reloads_; }
 

@@ -40,6 +40,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <net/if.h>
@@ -2960,6 +2961,98 @@ TEST_F(DaemonFailbackTest, DeferredWaitsUntilTheGroupHasBeenUsable) {
   EXPECT_FALSE(sentSwitchGroup(map));
   ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 1; }));
   EXPECT_TRUE(sentSwitchGroup(map));
+}
+
+// ------------------------------------------------------------ adaptive
+
+// Adaptive selection through the daemon: xserve-upper's sda moves 4 MB/s
+// and sdb 1 MB/s (the counters of /proc/diskstats, which show nothing in
+// flight, so the governor sees a lull), while sdb's inflight file says 3
+// requests (~200 ms of drain at its rate: 3 x 64-72 kB, as the whole
+// requests counted per interval come out, at 1 MB/s). The reload ordered at the sample
+// then looks again before its load, finds no lull in its wait (one sample
+// interval, 500 ms here) and reloads regardless, which its log line says.
+// Meanwhile the map is sampled but not evaluated: its live table still has
+// equal weights, and the reload under way is no new change to defer.
+TEST_F(DaemonLoopTest, AnAdaptiveReloadLooksForTheLullAgainAndIsNotDeferredWhileUnderWay) {
+  useTree("xserve", readFile(fs::path(PATHKEEPER_SOURCE_DIR) / "tests/data/config/xserve.conf") +
+                        R"(
+[defaults]
+selector = "service-time"
+relative_throughput = "auto"
+
+[health]
+checker_interval = "1s"
+max_checker_interval = "1s"
+failed_checker_interval = "1s"
+
+[adaptive]
+sample_interval = "500ms"
+half_life = "1s"
+min_reload_interval = "1s"
+)");
+  writeFile(root_ / "sys/block/sdb/inflight", "       3        0\n");
+  const auto started = std::chrono::steady_clock::now();
+  auto lastWrite = started - 1s;
+  // Cumulative counters: 64 KiB requests, busy all the time.
+  const auto feed = [&] {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - lastWrite < 100ms) {
+      return;
+    }
+    lastWrite = now;
+    const double t = std::chrono::duration<double>(now - started).count();
+    std::string text;
+    for (const auto &[name, minor, rate] :
+         {std::tuple{"sda", 0, 4e6}, std::tuple{"sdb", 16, 1e6}, std::tuple{"sdc", 32, 1e6},
+          std::tuple{"sdd", 48, 1e6}}) {
+      const auto bytes = static_cast<std::uint64_t>(rate * t);
+      const auto ios = bytes / 65536;
+      const auto busy = static_cast<std::uint64_t>(1000 * t);
+      text += fmt::format("   8 {:>7} {} {} 0 {} {} 0 0 0 0 0 {} {} 0 0 0 0 0 0\n", minor, name,
+                          ios, bytes / 512, ios * 40, busy, busy);
+    }
+    writeFile(root_ / "proc/diskstats", text);
+  };
+  feed();
+  testing::internal::CaptureStderr();
+  startDaemon();
+  const auto reloaded = [&] {
+    return dm_.with([](FakeDeviceMapper &fake) {
+      auto map = fake.maps.find(kUpper);
+      return map != fake.maps.end() && map->second.params.find("8:0 1 100") != std::string::npos &&
+             map->second.params.find("8:16 1 25") != std::string::npos;
+    });
+  };
+  const bool done = runUntil([&] {
+    feed();
+    return reloaded();
+  });
+  // Two more samples after the reload, to see none of them deferred it.
+  const auto after = std::chrono::steady_clock::now();
+  runUntil([&] {
+    feed();
+    return std::chrono::steady_clock::now() - after > 1200ms;
+  });
+  const std::string log = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(done) << log;
+  EXPECT_THAT(log, HasSubstr("xserve-upper: weights sda 100, sdb 25"));
+  EXPECT_THAT(
+      log,
+      ::testing::ContainsRegex(
+          "reload xserve-upper \\(path weights\\) in [0-9.]+ ms \\(of it [0-9.]+ ms "
+          "waiting for a lull that did not come; about (1[89]|2[0-2])[0-9] ms of I/O in flight "
+          "when it loaded\\); I/O held"));
+  ASSERT_TRUE(published_);
+  for (const auto &map : published_->maps) {
+    if (map.alias != kUpper) {
+      continue;
+    }
+    EXPECT_EQ(map.adaptiveReloads, 1U);
+    for (const auto &decision : map.adaptiveDecisions) {
+      EXPECT_NE(decision.action, "deferred") << decision.reason;
+    }
+  }
 }
 
 } // namespace

@@ -198,9 +198,10 @@ TEST_P(ReloadsOnRealChange, WithExactlyThatReason) {
   EXPECT_THAT(h.plan().actions, IsEmpty());
 }
 
-// An adaptive reload waits for its lull with the new table loaded and the
-// old one still carrying the I/O: between the load and the swap.
-TEST(Reconcile, AReloadWithALullGateLooksAtTheIoInFlightBetweenLoadAndSwap) {
+// An adaptive reload waits for its lull while the old table carries the
+// I/O, before it reads the map's group and loads the new table: a message
+// sent meanwhile reaches the old table and is read back into the new one.
+TEST(Reconcile, AReloadWithALullGateLooksAtTheIoInFlightBeforeReadingAndLoading) {
   Harness h;
   h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
   auto spec = upperSpec();
@@ -219,26 +220,70 @@ TEST(Reconcile, AReloadWithALullGateLooksAtTheIoInFlightBetweenLoadAndSwap) {
     }
     return sdb[std::min(looks++, sdb.size() - 1)];
   };
+  h.dm.calls.clear();
   auto outcomes = applyActions(plan.actions, h.dm, inFlight);
   ASSERT_TRUE(outcomes[0].ok) << outcomes[0].error;
   ASSERT_TRUE(outcomes[0].lull.has_value());
   EXPECT_TRUE(outcomes[0].lull->found);
   EXPECT_EQ(outcomes[0].lull->drainMs, 0.0);
-  // Two looks, the second finding the lull, between the load and the swap.
+  // Two looks, the second finding the lull, then the group read, the load
+  // and the swap.
+  ASSERT_GE(h.dm.calls.size(), 5U);
+  EXPECT_THAT(std::vector(h.dm.calls.begin(), h.dm.calls.begin() + 4),
+              ElementsAre("inflight sdb", "inflight sdc", "inflight sdb", "inflight sdc"));
   EXPECT_THAT(h.dm.modifyingCalls(),
-              ElementsAre("load xserve-upper", "inflight sdb", "inflight sdc", "inflight sdb",
-                          "inflight sdc", "resume xserve-upper"));
+              ElementsAre("inflight sdb", "inflight sdc", "inflight sdb", "inflight sdc",
+                          "load xserve-upper", "resume xserve-upper"));
 
-  // Without a gate, or without a reader, nothing waits.
+  // Without a reader, or without a gate, nothing waits.
   h.dm.calls.clear();
-  plan.actions[0].lull.reset();
   spec.selector = SelectorKind::QueueLength;
   h.input.desired = {planned(spec)};
   auto again = h.plan();
   ASSERT_THAT(kinds(again), ElementsAre(ActionKind::Reload));
-  outcomes = applyActions(again.actions, h.dm, inFlight);
+  again.actions[0].lull = plan.actions[0].lull;
+  outcomes = applyActions(again.actions, h.dm);
+  EXPECT_FALSE(outcomes[0].lull.has_value());
+  spec.selector = SelectorKind::RoundRobin;
+  h.input.desired = {planned(spec)};
+  auto third = h.plan();
+  ASSERT_THAT(kinds(third), ElementsAre(ActionKind::Reload));
+  outcomes = applyActions(third.actions, h.dm, inFlight);
   EXPECT_FALSE(outcomes[0].lull.has_value());
   EXPECT_THAT(h.dm.calls, Not(Contains("inflight sdb")));
+}
+
+// The table worker waits no longer for all of a pass's lulls than for one:
+// once the first gate's budget is spent, a second gated reload looks once.
+TEST(Reconcile, TheLullGatesOfOnePassShareOneWait) {
+  Harness h;
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
+  auto spec = upperSpec();
+  spec.selector = SelectorKind::ServiceTime;
+  h.input.desired = {planned(spec)};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
+  plan.actions[0].lull = LullGate{{{"sdb", 100.0}}, 50ms, 20ms};
+  plan.actions.push_back(plan.actions[0]);
+  plan.actions[1].lull->maxWait = 2000ms; // its own would be long
+  std::vector<std::size_t> looksAt;       // calls.size() at each look
+  const InFlightReader busy = [&](const std::string &) -> std::optional<std::uint64_t> {
+    looksAt.push_back(h.dm.calls.size());
+    return 3;
+  };
+  h.dm.calls.clear();
+  auto outcomes = applyActions(plan.actions, h.dm, busy);
+  ASSERT_EQ(outcomes.size(), 2U);
+  ASSERT_TRUE(outcomes[0].lull && outcomes[1].lull);
+  EXPECT_FALSE(outcomes[0].lull->found);
+  EXPECT_FALSE(outcomes[1].lull->found);
+  EXPECT_GE(outcomes[0].lull->waited, 20ms);
+  // The second reload's looks come after the first one's resume: one.
+  auto firstResume = std::ranges::find(h.dm.calls, "resume xserve-upper") - h.dm.calls.begin();
+  EXPECT_EQ(
+      std::ranges::count_if(
+          looksAt, [&](std::size_t at) { return at > static_cast<std::size_t>(firstResume); }),
+      1);
 }
 
 INSTANTIATE_TEST_SUITE_P(

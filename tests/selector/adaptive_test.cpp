@@ -222,13 +222,35 @@ TEST(MsPerRequest, IsTheRequestSizeOverTheBusyRate) {
   EXPECT_NEAR(*msPerRequest(path), 131072 / 5e6 * 1000, 1e-9);
 }
 
-TEST(ExpectedDrain, FallsBackOnTheLatencyAndKnowsWhenItCannotTell) {
+TEST(ExpectedDrain, KnowsWhenItCannotTell) {
   PathEstimate unmeasured;
   EXPECT_EQ(expectedDrainMs(unmeasured), 0.0); // nothing in flight: nothing to wait for
   unmeasured.inFlight = 2;
   EXPECT_EQ(expectedDrainMs(unmeasured), std::nullopt);
-  unmeasured.latencyMs = 35;
-  EXPECT_EQ(expectedDrainMs(unmeasured), 35.0);
+  unmeasured.latencyMs = 35; // a latency alone gives no rate
+  EXPECT_EQ(expectedDrainMs(unmeasured), std::nullopt);
+}
+
+TEST(ReloadGovernor, StartsTheLullWaitAgainAfterTheRateLimitOrNewSettings) {
+  AdaptiveSettings settings;
+  settings.minReloadInterval = std::chrono::seconds{10};
+  ReloadGovernor governor(settings);
+  EXPECT_EQ(governor.evaluate(withDrains(twoPaths(4 * kMB, 1 * kMB), 0.0, 0.0), at(0)).action,
+            Action::Reload);
+  EXPECT_EQ(
+      governor.evaluate(withDrains(twoPaths(4 * kMB, 4 * kMB, 100, 25), 0.0, 420.0), at(5)).action,
+      Action::Deferred);
+  // A wait begins, then new settings: it begins again.
+  EXPECT_EQ(
+      governor.evaluate(withDrains(twoPaths(4 * kMB, 4 * kMB, 100, 25), 0.0, 420.0), at(20)).action,
+      Action::Lull);
+  governor.setSettings(settings);
+  EXPECT_EQ(
+      governor.evaluate(withDrains(twoPaths(4 * kMB, 4 * kMB, 100, 25), 0.0, 420.0), at(50)).action,
+      Action::Lull);
+  EXPECT_EQ(
+      governor.evaluate(withDrains(twoPaths(4 * kMB, 4 * kMB, 100, 25), 0.0, 420.0), at(80)).action,
+      Action::Reload);
 }
 
 TEST(ReloadGovernor, WaitsForALullBeforeReloading) {

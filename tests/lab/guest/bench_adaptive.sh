@@ -368,7 +368,7 @@ bench_ad_set() {
         done
     done
     local autos
-    autos=$(tr ' ' '\n' <<<"$BENCH_AD_SELECTORS" | grep -c '^auto')
+    autos=$(tr ' ' '\n' <<<"$BENCH_AD_SELECTORS" | grep -c '^auto' || true)
     ((autos)) || return 0
     bench_result "$scen" auto reloads_per_min all \
         "$(awk -v n="$BENCH_AD_STEADY" -v s=$((runs * autos * BENCH_AD_WINDOW)) 'BEGIN { printf "%.2f", n * 60 / s }')"

@@ -151,6 +151,8 @@ scenario_run() {
             source "$LAB_DIR/guest/bench_adaptive.sh"
             BENCH_AD_SELECTORS=$(xs_arg selectors "$BENCH_AD_SELECTORS" "$@" | tr , ' ')
             BENCH_AD_LOAD=$(xs_arg load steady "$@")
+            [[ $BENCH_AD_LOAD == steady || $BENCH_AD_LOAD == bursty ]] ||
+                lab_fail "load=$BENCH_AD_LOAD: steady or bursty"
             # shellcheck disable=SC2046 # links=40+10,40+40: one word per set
             bench_adaptive "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" "$(xs_arg window 20 "$@")" \
                 $(xs_arg links "40+10,40+40" "$@" | tr , ' ')
