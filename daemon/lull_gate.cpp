@@ -1,39 +1,30 @@
 #include "lull_gate.hpp"
 
+#include "text.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <utility>
 
 namespace pathkeeper::daemon {
 
 namespace {
 
-// "       3        1\n": two counts, blanks around them.
+// "       3        1\n": reads and writes in flight.
 std::optional<std::uint64_t> parseInFlight(std::string_view text) {
-  std::uint64_t total = 0;
-  int fields = 0;
-  std::size_t at = 0;
-  while (at < text.size()) {
-    while (at < text.size() && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n')) {
-      ++at;
-    }
-    if (at == text.size()) {
-      break;
-    }
-    std::uint64_t value = 0;
-    auto [end, ec] = std::from_chars(text.data() + at, text.data() + text.size(), value);
-    if (ec != std::errc{}) {
-      return std::nullopt;
-    }
-    total += value;
-    ++fields;
-    at = static_cast<std::size_t>(end - text.data());
+  const auto words = selector::splitWords(text);
+  if (words.size() != 2) {
+    return std::nullopt;
   }
-  return fields == 2 ? std::optional(total) : std::nullopt;
+  auto reads = selector::parseUnsigned(words[0]);
+  auto writes = selector::parseUnsigned(words[1]);
+  if (!reads || !writes) {
+    return std::nullopt;
+  }
+  return *reads + *writes;
 }
 
 } // namespace

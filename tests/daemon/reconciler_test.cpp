@@ -198,15 +198,22 @@ TEST_P(ReloadsOnRealChange, WithExactlyThatReason) {
   EXPECT_THAT(h.plan().actions, IsEmpty());
 }
 
+/// xserve-upper live with upperSpec()'s table and wanted as service-time,
+/// so that the next plan is one reload; returns the wanted spec.
+MapSpec wantServiceTimeOnUpper(Harness &h) {
+  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
+  auto spec = upperSpec();
+  spec.selector = SelectorKind::ServiceTime;
+  h.input.desired = {planned(spec)};
+  return spec;
+}
+
 // An adaptive reload waits for its lull while the old table carries the
 // I/O, before it reads the map's group and loads the new table: a message
 // sent meanwhile reaches the old table and is read back into the new one.
 TEST(Reconcile, AReloadWithALullGateLooksAtTheIoInFlightBeforeReadingAndLoading) {
   Harness h;
-  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
-  auto spec = upperSpec();
-  spec.selector = SelectorKind::ServiceTime;
-  h.input.desired = {planned(spec)};
+  auto spec = wantServiceTimeOnUpper(h);
   auto plan = h.plan();
   ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
   plan.actions[0].lull = LullGate{{{"sdb", 100.0}, {"sdc", 25.0}}, 50ms, 2000ms};
@@ -257,10 +264,7 @@ TEST(Reconcile, AReloadWithALullGateLooksAtTheIoInFlightBeforeReadingAndLoading)
 // once the first gate's budget is spent, a second gated reload looks once.
 TEST(Reconcile, TheLullGatesOfOnePassShareOneWait) {
   Harness h;
-  h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
-  auto spec = upperSpec();
-  spec.selector = SelectorKind::ServiceTime;
-  h.input.desired = {planned(spec)};
+  auto spec = wantServiceTimeOnUpper(h);
   auto plan = h.plan();
   ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Reload));
   plan.actions[0].lull = LullGate{{{"sdb", 100.0}}, 50ms, 20ms};
