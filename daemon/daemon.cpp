@@ -2642,7 +2642,13 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
           {{"MAP", action.map}, {"OLD_MAP", action.oldName}}, log::id::kMapRenamed);
     } else if (action.kind == ActionKind::Create) {
       announced_.insert(action.map);
-      log::write(log::Level::Notice, fmt::format("map {} created", action.map),
+      log::write(log::Level::Notice,
+                 fmt::format("map {} created{}", action.map,
+                             outcome.tookOver
+                                 ? ": its device was there already, with this WWID and no "
+                                   "table, as a create stopped half way leaves it (pathkeeperd "
+                                   "killed in the middle of one), and was finished"
+                                 : ""),
                  {{"MAP", action.map}, {"WWID", action.uuid.substr(kMultipathUuidPrefix.size())}},
                  log::id::kMapCreated);
     } else if (action.kind == ActionKind::Reload) {

@@ -443,23 +443,72 @@ std::optional<std::vector<DmTargetLine>> LibDevmapper::status(const std::string 
   return targetsOf(task.get());
 }
 
-void LibDevmapper::create(const std::string &name, const std::string &uuid,
-                          std::uint64_t sizeSectors, const std::string &params) {
+CreateReport LibDevmapper::create(const std::string &name, const std::string &uuid,
+                                  std::uint64_t sizeSectors, const std::string &params) {
+  // The steps of libdevmapper's own create (_create_and_load_v4): the
+  // device, which sends no uevent; the table load, in which the kernel
+  // registers the disk ("add"); the first resume, with the udev cookie and
+  // the create's flags (not resume()'s "reload" flag: this map is new).
   dmLog().clear();
-  auto task = newTask(DM_DEVICE_CREATE, "create", name);
-  if (!uuid.empty() && dm_task_set_uuid(task.get(), uuid.c_str()) == 0) {
-    throwDm(EINVAL, "create", name);
+  selector::DevT devt;
+  CreateReport report;
+  {
+    auto task = newTask(DM_DEVICE_CREATE, "create", name);
+    if (!uuid.empty() && dm_task_set_uuid(task.get(), uuid.c_str()) == 0) {
+      throwDm(EINVAL, "create", name);
+    }
+    if (int err = runTask(task.get(), udevSync_, 0, false, "create", name); err == 0) {
+      devt = infoOf(task.get(), name).devt;
+    } else {
+      // A device of this name and DM UUID without a live table is what a
+      // create stopped between its steps leaves behind (the daemon killed
+      // in the middle of it): finish that one. Anything else is refused.
+      const std::string refusal = dmLog();
+      std::optional<DmMapInfo> existing;
+      if (err == EBUSY && !uuid.empty()) {
+        try {
+          existing = info(name);
+        } catch (const std::exception &) {
+          // The create's own error says enough.
+        }
+      }
+      if (!existing || existing->uuid != uuid || existing->liveTable) {
+        dmLog() = refusal;
+        throwDm(err, "create", name);
+      }
+      devt = existing->devt;
+      report.tookOver = true;
+    }
   }
-  addMultipathTarget(task.get(), sizeSectors, params, "create", name);
-  // With udev, the nodes are udev's job alone (as multipath-tools does):
-  // a library fallback would race the rules and leave nodes udev does not
-  // know about.
-  if (int err = runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, "create",
-                        name, nullptr, batchCookie());
-      err != 0) {
-    throwDm(err, "create", name);
+  try {
+    {
+      dmLog().clear();
+      auto task = newTask(DM_DEVICE_RELOAD, "create", name);
+      addMultipathTarget(task.get(), sizeSectors, params, "create", name);
+      if (int err = runTask(task.get(), udevSync_, 0, false, "create", name); err != 0) {
+        throwDm(err, "create", name);
+      }
+    }
+    dmLog().clear();
+    auto task = newTask(DM_DEVICE_RESUME, "create", name);
+    if (int err = runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, "create",
+                          name, nullptr, batchCookie());
+        err != 0) {
+      throwDm(err, "create", name);
+    }
+  } catch (const std::exception &e) {
+    // As libdevmapper's create does: no device is left without its table.
+    try {
+      remove(name, false);
+    } catch (const std::exception &removal) {
+      throw std::system_error(std::error_code(EIO, std::generic_category()),
+                              fmt::format("{}; and the half-made device could not be removed: {}",
+                                          e.what(), removal.what()));
+    }
+    throw;
   }
-  cleared_.forget(infoOf(task.get(), name).devt);
+  cleared_.forget(devt);
+  return report;
 }
 
 void LibDevmapper::load(const std::string &name, std::uint64_t sizeSectors,

@@ -79,6 +79,14 @@ struct DmTargetLine {
   [[nodiscard]] std::string str() const;
 };
 
+/// @brief What DeviceMapper::create() did besides making the map.
+struct CreateReport {
+  /// The name was already a device with this DM UUID and no live table, as
+  /// a create stopped between its steps leaves it: it was finished (table
+  /// loaded, resumed) rather than made anew. LibDevmapper only.
+  bool tookOver = false;
+};
+
 /// @brief The device-mapper operations pathkeeper uses. Implementations throw
 /// std::system_error on failure (see the file comment).
 class DeviceMapper {
@@ -98,8 +106,8 @@ public:
   virtual std::optional<std::vector<DmTargetLine>> status(const std::string &name) = 0;
 
   /// @brief Creates, loads and resumes a one-target multipath map.
-  virtual void create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
-                      const std::string &params) = 0;
+  virtual CreateReport create(const std::string &name, const std::string &uuid,
+                              std::uint64_t sizeSectors, const std::string &params) = 0;
   /// @brief Loads a multipath table into the inactive slot; the live one keeps running.
   virtual void load(const std::string &name, std::uint64_t sizeSectors,
                     const std::string &params) = 0;
@@ -253,8 +261,16 @@ public:
   std::optional<DmMapInfo> info(const std::string &name) override;
   std::optional<std::vector<DmTargetLine>> table(const std::string &name) override;
   std::optional<std::vector<DmTargetLine>> status(const std::string &name) override;
-  void create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
-              const std::string &params) override;
+  /// @brief Made in steps, as libdevmapper's create-with-table does them
+  /// (the device, its table load, its first resume; the device removed
+  /// again when the load or the resume fails), so that the kernel's own
+  /// errno comes back from each. A device of this name and DM UUID that has
+  /// no live table, left by a create that was stopped between those steps
+  /// (pathkeeperd killed in the middle of one), is finished rather than
+  /// refused: without that, the map could not be made until an admin
+  /// removed the device.
+  CreateReport create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
+                      const std::string &params) override;
   void load(const std::string &name, std::uint64_t sizeSectors, const std::string &params) override;
   void clearInactive(const std::string &name) override;
   void suspend(const std::string &name) override;

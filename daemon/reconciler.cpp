@@ -629,7 +629,8 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
     try {
       switch (action.kind) {
       case ActionKind::Create:
-        dm.create(action.map, action.uuid, action.sizeSectors, action.params);
+        outcome.tookOver =
+            dm.create(action.map, action.uuid, action.sizeSectors, action.params).tookOver;
         break;
       case ActionKind::Reload:
         if (action.lull && inFlight) {

@@ -115,9 +115,9 @@ public:
   std::optional<std::vector<DmTargetLine>> status(const std::string &name) override {
     return locked([&] { return fake_.status(name); });
   }
-  void create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
-              const std::string &params) override {
-    locked([&] { fake_.create(name, uuid, sizeSectors, params); });
+  CreateReport create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
+                      const std::string &params) override {
+    return locked([&] { return fake_.create(name, uuid, sizeSectors, params); });
   }
   void load(const std::string &name, std::uint64_t sizeSectors,
             const std::string &params) override {

@@ -42,9 +42,10 @@ public:
   std::optional<std::vector<DmTargetLine>> status(const std::string &) override {
     return std::nullopt;
   }
-  void create(const std::string &name, const std::string &, std::uint64_t,
-              const std::string &) override {
+  CreateReport create(const std::string &name, const std::string &, std::uint64_t,
+                      const std::string &) override {
     record("create " + name);
+    return {};
   }
   void load(const std::string &name, std::uint64_t, const std::string &) override {
     record("load " + name);

@@ -129,6 +129,19 @@ TEST(Reconcile, CreatesAMissingMapWithOurUuid) {
   EXPECT_FALSE(h.dm.maps["xserve-upper"].suspended);
 }
 
+TEST(Reconcile, SaysWhenTheCreateFinishedADeviceAStoppedCreateHadLeft) {
+  Harness h;
+  h.input.desired = {planned(upperSpec())};
+  auto plan = h.plan();
+  EXPECT_FALSE(applyActions(plan.actions, h.dm).at(0).tookOver);
+  h.dm.maps.clear();
+  h.dm.createReport.tookOver = true; // what LibDevmapper reports
+  auto outcomes = applyActions(plan.actions, h.dm);
+  ASSERT_EQ(outcomes.size(), 1U);
+  EXPECT_TRUE(outcomes[0].ok) << outcomes[0].error;
+  EXPECT_TRUE(outcomes[0].tookOver);
+}
+
 TEST(Reconcile, FailsUnusablePathsRightAfterCreatingTheMap) {
   Harness h;
   h.input.desired = {planned(upperSpec())};

@@ -2,7 +2,8 @@
 //
 // Runs pathkeeper's libdevmapper adapter and reconciler against the real
 // kernel, inside the VM lab, on two sd devices of one LUN: create with udev
-// synchronisation, the /dev/mapper node, the table round trip, adoption
+// synchronisation, the /dev/mapper node, the table round trip, a create
+// stopped half way, adoption
 // without a reload, a reload on a real change, fail_path/reinstate_path,
 // switch_group, queue_if_no_path/fail_if_no_path, a suspend left behind by
 // an error and by dmsetup, and remove. Prints one line per check; exits 1
@@ -215,6 +216,52 @@ int run(const std::string &sdA, const std::string &sdB) {
         "the kernel holds our groups and selector");
   auto status = mustStatus(dm);
   check(statusPath(status, a).active && statusPath(status, b).active, "both paths are A");
+
+  // 2b. A create stopped half way (the daemon killed between its steps)
+  // leaves a device with the map's name and DM UUID and no table: the next
+  // create finishes it. One of another DM UUID is not ours.
+  {
+    const std::string twoPaths =
+        "0 0 1 1 round-robin 0 2 1 " + a.devt.str() + " 1 " + b.devt.str() + " 1";
+    const std::string half = "pk-halfmade";
+    const std::string foreign = "pk-notours";
+    for (const auto &name : {half, foreign}) {
+      if (dm.info(name)) {
+        dm.remove(name, false); // left over from an earlier run
+      }
+    }
+    const auto makeTableless = [](const std::string &name, const std::string &uuid) {
+      return std::system(
+                 ("dmsetup create --noudevsync --notable -u " + uuid + " " + name).c_str()) == 0;
+    };
+    check(makeTableless(half, "mpath-" + half), "dmsetup made " + half + " without a table");
+    check(dm.create(half, "mpath-" + half, a.sizeSectors, twoPaths).tookOver,
+          half + " is taken over and finished, not refused");
+    struct stat halfNode {};
+    const std::string halfPath = "/dev/mapper/" + half;
+    auto halfInfo = dm.info(half);
+    auto halfTable = dm.table(half);
+    check(halfInfo && halfInfo->liveTable && !halfInfo->suspended && halfTable &&
+              halfTable->size() == 1 && words(halfTable->front().params) == words(twoPaths),
+          half + " is live with its table");
+    check(::stat(halfPath.c_str(), &halfNode) == 0 && S_ISBLK(halfNode.st_mode) &&
+              halfNode.st_rdev == makedev(halfInfo->devt.major, halfInfo->devt.minor),
+          halfPath + " is its block device as soon as create returns");
+    dm.remove(half, false);
+    check(makeTableless(foreign, "other-" + foreign),
+          "dmsetup made " + foreign + " without a table, DM UUID other-" + foreign);
+    std::string refused;
+    try {
+      dm.create(foreign, "mpath-" + foreign, a.sizeSectors, twoPaths);
+    } catch (const std::system_error &e) {
+      refused = e.code() == std::errc::device_or_resource_busy ? e.what() : "";
+    }
+    auto foreignInfo = dm.info(foreign);
+    check(!refused.empty() && foreignInfo && foreignInfo->uuid == "other-" + foreign &&
+              !foreignInfo->liveTable,
+          "a create over it is refused with EBUSY and leaves it as it was: " + refused);
+    dm.remove(foreign, false);
+  }
 
   // 3. adoption: a second pass is a no-op, the kernel's counter unchanged
   for (int pass = 2; pass <= 3; ++pass) {
