@@ -128,9 +128,10 @@ ad_run() {
     lab_check "pathkeeperd binary given (daemon=PATH)" test -x "$daemon"
     lab_check "fio is installed" command -v fio
     pk_mask_multipath_uevent_check
-    # A 10 s reload interval (default 60 s) keeps the run short; everything
-    # else is the shipped default (half-life 10 s, hysteresis 20%).
-    pd_write_config service-time "$(printf '[adaptive]\nmin_reload_interval = "10s"')" \
+    # A 10 s reload interval (default 60 s) and a 10 s wait for a lull
+    # (default 30 s; fio leaves none) keep the run short; everything else is
+    # the shipped default (half-life 10 s, hysteresis 20%, hold target 50 ms).
+    pd_write_config service-time "$(printf '[adaptive]\nmin_reload_interval = "10s"\nreload_hold_wait = "10s"')" \
         'relative_throughput = "auto"'
 
     lab_step "adaptive 1: shape eth1's paths to 40 Mbit/s and eth2's to 10 Mbit/s, both directions"
@@ -177,7 +178,7 @@ ad_run() {
     # With fio keeping 8 requests of 128 KiB in flight, at least four are on
     # one path, over 100 ms of it even at 40 Mbit/s: more than the default
     # reload_hold_target (50 ms), so the due reload must first have waited
-    # for a lull (for up to reload_hold_wait, 30 s), and said so.
+    # for a lull (for up to reload_hold_wait, 10 s here), and said so.
     lab_check "the reload first waited for a lull, with the I/O in flight it saw" \
         test "$(jq -r --arg m "$AD_MAP" \
             '[.maps[] | select(.alias == $m) | .adaptive_decisions[] | select(.action == "lull" and (.reason | test("would hold the map about [0-9]+ ms \\(sd[a-z]+\\), over the 50 ms reload_hold_target")))] | length' "$PD_STATE")" -ge 1
