@@ -2645,9 +2645,10 @@ void Daemon::logOutcomes(const std::vector<ActionOutcome> &outcomes) {
       log::write(log::Level::Notice,
                  fmt::format("map {} created{}", action.map,
                              outcome.tookOver
-                                 ? ": its device was there already, with this WWID and no "
-                                   "table, as a create stopped half way leaves it (pathkeeperd "
-                                   "killed in the middle of one), and was finished"
+                                 ? ": its device was there already, with this DM UUID and no "
+                                   "live table, as a create stopped half way leaves it "
+                                   "(pathkeeperd killed in the middle of one, say), and was "
+                                   "finished"
                                  : ""),
                  {{"MAP", action.map}, {"WWID", action.uuid.substr(kMultipathUuidPrefix.size())}},
                  log::id::kMapCreated);

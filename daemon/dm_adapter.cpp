@@ -463,6 +463,8 @@ CreateReport LibDevmapper::create(const std::string &name, const std::string &uu
       // A device of this name and DM UUID without a live table is what a
       // create stopped between its steps leaves behind (the daemon killed
       // in the middle of it): finish that one. Anything else is refused.
+      // Another tool's create under way would look the same for those
+      // milliseconds, so a takeover that fails leaves the device as found.
       const std::string refusal = dmLog();
       std::optional<DmMapInfo> existing;
       if (err == EBUSY && !uuid.empty()) {
@@ -496,12 +498,16 @@ CreateReport LibDevmapper::create(const std::string &name, const std::string &uu
         err != 0) {
       throwDm(err, "create", name);
     }
-  } catch (const std::exception &e) {
-    // As libdevmapper's create does: no device is left without its table.
+  } catch (const std::system_error &e) {
+    // As libdevmapper's create does: no device of ours is left without its
+    // table.
+    if (report.tookOver) {
+      throw;
+    }
     try {
       remove(name, false);
     } catch (const std::exception &removal) {
-      throw std::system_error(std::error_code(EIO, std::generic_category()),
+      throw std::system_error(e.code(),
                               fmt::format("{}; and the half-made device could not be removed: {}",
                                           e.what(), removal.what()));
     }

@@ -268,7 +268,8 @@ public:
   /// no live table, left by a create that was stopped between those steps
   /// (pathkeeperd killed in the middle of one), is finished rather than
   /// refused: without that, the map could not be made until an admin
-  /// removed the device.
+  /// removed the device. If finishing it fails, it is left as it was found
+  /// (it may be another tool's create under way).
   CreateReport create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
                       const std::string &params) override;
   void load(const std::string &name, std::uint64_t sizeSectors, const std::string &params) override;

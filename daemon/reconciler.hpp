@@ -208,9 +208,7 @@ struct ActionOutcome {
   bool tookOver = false;
 };
 
-/// @brief Executes the actions in order, except that every Create of the
-/// list is done first, in one DeviceMapper::createMany() (the outcomes stay
-/// in the list's order). A failure does not stop the other
+/// @brief Executes the actions in order. A failure does not stop the other
 /// maps; the remaining actions of the failed map are skipped, since they
 /// were planned against a table that is not there. A failed reload leaves
 /// the old table live and the map resumed (DeviceMapper::reload). The

@@ -248,6 +248,28 @@ int run(const std::string &sdA, const std::string &sdB) {
               halfNode.st_rdev == makedev(halfInfo->devt.major, halfInfo->devt.minor),
           halfPath + " is its block device as soon as create returns");
     dm.remove(half, false);
+    // A table that cannot load: a new device is removed again (as
+    // libdevmapper's create does); one being taken over is left as found,
+    // since it may be another tool's create under way.
+    const std::string missingPath = "0 0 1 1 round-robin 0 1 1 8:4095 1";
+    const auto createFails = [&](const std::string &name) {
+      try {
+        dm.create(name, "mpath-" + name, a.sizeSectors, missingPath);
+      } catch (const std::system_error &e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    };
+    const std::string why = createFails(half);
+    check(why.find("create " + half) != std::string::npos && !dm.info(half),
+          "a new map whose table does not load is removed again: " + why);
+    check(makeTableless(half, "mpath-" + half), "dmsetup made " + half + " without a table again");
+    const std::string whyOver = createFails(half);
+    auto leftAsFound = dm.info(half);
+    check(!whyOver.empty() && leftAsFound && leftAsFound->uuid == "mpath-" + half &&
+              !leftAsFound->liveTable,
+          "a takeover whose table does not load leaves the device as found: " + whyOver);
+    dm.remove(half, false);
     check(makeTableless(foreign, "other-" + foreign),
           "dmsetup made " + foreign + " without a table, DM UUID other-" + foreign);
     std::string refused;
