@@ -483,16 +483,12 @@ CreateReport LibDevmapper::create(const std::string &name, const std::string &uu
     }
   }
   try {
-    {
-      dmLog().clear();
-      auto task = newTask(DM_DEVICE_RELOAD, "create", name);
-      addMultipathTarget(task.get(), sizeSectors, params, "create", name);
-      if (int err = runTask(task.get(), udevSync_, 0, false, "create", name); err != 0) {
-        throwDm(err, "create", name);
-      }
-    }
+    static_cast<void>(loadTable("create", name, sizeSectors, params));
     dmLog().clear();
     auto task = newTask(DM_DEVICE_RESUME, "create", name);
+    // With udev, the nodes are udev's job alone (as multipath-tools does):
+    // a library fallback would race the rules and leave nodes udev does not
+    // know about.
     if (int err = runTask(task.get(), udevSync_, DM_UDEV_DISABLE_LIBRARY_FALLBACK, true, "create",
                           name, nullptr, batchCookie());
         err != 0) {
@@ -517,15 +513,20 @@ CreateReport LibDevmapper::create(const std::string &name, const std::string &uu
   return report;
 }
 
+selector::DevT LibDevmapper::loadTable(std::string_view op, const std::string &name,
+                                       std::uint64_t sizeSectors, const std::string &params) {
+  dmLog().clear();
+  auto task = newTask(DM_DEVICE_RELOAD, op, name);
+  addMultipathTarget(task.get(), sizeSectors, params, op, name);
+  if (int err = runTask(task.get(), udevSync_, 0, false, op, name); err != 0) {
+    throwDm(err, op, name);
+  }
+  return infoOf(task.get(), name).devt;
+}
+
 void LibDevmapper::load(const std::string &name, std::uint64_t sizeSectors,
                         const std::string &params) {
-  dmLog().clear();
-  auto task = newTask(DM_DEVICE_RELOAD, "load", name);
-  addMultipathTarget(task.get(), sizeSectors, params, "load", name);
-  if (int err = runTask(task.get(), udevSync_, 0, false, "load", name); err != 0) {
-    throwDm(err, "load", name);
-  }
-  cleared_.forget(infoOf(task.get(), name).devt);
+  cleared_.forget(loadTable("load", name, sizeSectors, params));
 }
 
 void LibDevmapper::clearInactive(const std::string &name) {

@@ -304,6 +304,10 @@ private:
   [[nodiscard]] std::uint32_t *batchCookie() { return batching_ ? &batchCookie_ : nullptr; }
   /// One DM_DEVICE_RENAME.
   void renameOne(const std::string &name, const std::string &newName);
+  /// One DM_DEVICE_RELOAD of a multipath table, for load() and create();
+  /// errors name @p op. Returns the device's number.
+  selector::DevT loadTable(std::string_view op, const std::string &name, std::uint64_t sizeSectors,
+                           const std::string &params);
 
   bool udevSync_;
   std::chrono::steady_clock::time_point resumeReturned_;
