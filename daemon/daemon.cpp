@@ -299,6 +299,22 @@ void logResumed(const std::vector<ResumedMap> &maps) {
   }
 }
 
+void logRemovedUnfinished(const std::vector<RemovedMap> &maps) {
+  for (const auto &removed : maps) {
+    if (removed.error.empty()) {
+      log::warning(fmt::format("device {} (DM UUID {}) had no live table, as a create stopped half "
+                               "way leaves it; removed it",
+                               removed.name, removed.uuid),
+                   {{"MAP", removed.name}});
+    } else {
+      log::error(fmt::format("device {} (DM UUID {}) has no live table, as a create stopped half "
+                             "way leaves it, and could not be removed: {}",
+                             removed.name, removed.uuid, removed.error),
+                 {{"MAP", removed.name}});
+    }
+  }
+}
+
 // An explicit owner beside a running multipathd leaves suspended maps
 // alone (its reload may be under way), but says so: I/O to them waits.
 void warnSuspendedBesideMultipathd(const std::vector<LiveMap> &live) {
@@ -438,6 +454,7 @@ void Daemon::start() {
   const bool resumeLeftSuspended = mode_ == selector::Mode::Owner && !seen.process;
   if (resumeLeftSuspended) {
     logResumed(resumeSuspendedMaps(dm_));
+    logRemovedUnfinished(removeUnfinishedMaps(dm_));
   }
 
   loadMapModels(); // before the first refreshMaps, which remembers the models

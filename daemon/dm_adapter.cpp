@@ -115,6 +115,23 @@ std::vector<ResumedMap> resumeSuspendedMaps(DeviceMapper &dm, std::string_view u
   return out;
 }
 
+std::vector<RemovedMap> removeUnfinishedMaps(DeviceMapper &dm, std::string_view uuidPrefix) {
+  std::vector<RemovedMap> out;
+  for (const auto &map : dm.listUnfinished()) {
+    if (map.liveTable || map.openCount > 0 || !map.uuid.starts_with(uuidPrefix)) {
+      continue;
+    }
+    RemovedMap removed{map.name, map.uuid, {}};
+    try {
+      dm.remove(map.name, false);
+    } catch (const std::exception &e) {
+      removed.error = e.what();
+    }
+    out.push_back(std::move(removed));
+  }
+  return out;
+}
+
 // --- the cleared maps -------------------------------------------------------
 
 ClearedMaps::ClearedMaps(std::filesystem::path file) : file_(std::move(file)) {
@@ -365,6 +382,18 @@ void LibDevmapper::endUdevBatch() {
 }
 
 std::vector<DmMapInfo> LibDevmapper::list() {
+  auto maps = listAll();
+  std::erase_if(maps, [](const DmMapInfo &map) { return map.targetType != "multipath"; });
+  return maps;
+}
+
+std::vector<DmMapInfo> LibDevmapper::listUnfinished() {
+  auto maps = listAll();
+  std::erase_if(maps, [](const DmMapInfo &map) { return map.liveTable; });
+  return maps;
+}
+
+std::vector<DmMapInfo> LibDevmapper::listAll() {
   dmLog().clear();
   auto task = newTask(DM_DEVICE_LIST, "list", "");
   if (int err = runTask(task.get(), udevSync_, 0, false, "list", ""); err != 0) {
@@ -383,8 +412,7 @@ std::vector<DmMapInfo> LibDevmapper::list() {
   }
   std::vector<DmMapInfo> maps;
   for (const auto &name : names) {
-    auto found = info(name);
-    if (found && found->targetType == "multipath") {
+    if (auto found = info(name)) {
       maps.push_back(std::move(*found));
     }
   }
@@ -445,10 +473,15 @@ std::optional<std::vector<DmTargetLine>> LibDevmapper::status(const std::string 
 
 CreateReport LibDevmapper::create(const std::string &name, const std::string &uuid,
                                   std::uint64_t sizeSectors, const std::string &params) {
+  return finishCreate(name, uuid, sizeSectors, params,
+                      prepareCreate(name, uuid, sizeSectors, params));
+}
+
+CreateReport LibDevmapper::prepareCreate(const std::string &name, const std::string &uuid,
+                                         std::uint64_t sizeSectors, const std::string &params) {
   // The steps of libdevmapper's own create (_create_and_load_v4): the
   // device, which sends no uevent; the table load, in which the kernel
-  // registers the disk ("add"); the first resume, with the udev cookie and
-  // the create's flags (not resume()'s "reload" flag: this map is new).
+  // registers the disk ("add"); then finishCreate()'s first resume.
   dmLog().clear();
   selector::DevT devt;
   CreateReport report;
@@ -484,6 +517,21 @@ CreateReport LibDevmapper::create(const std::string &name, const std::string &uu
   }
   try {
     static_cast<void>(loadTable("create", name, sizeSectors, params));
+  } catch (const std::system_error &e) {
+    if (report.tookOver) {
+      throw;
+    }
+    removeHalfMade(name, e);
+  }
+  cleared_.forget(devt);
+  return report;
+}
+
+CreateReport LibDevmapper::finishCreate(const std::string &name, const std::string & /*uuid*/,
+                                        std::uint64_t /*sizeSectors*/,
+                                        const std::string & /*params*/,
+                                        const CreateReport &prepared) {
+  try {
     dmLog().clear();
     auto task = newTask(DM_DEVICE_RESUME, "create", name);
     // With udev, the nodes are udev's job alone (as multipath-tools does):
@@ -495,22 +543,25 @@ CreateReport LibDevmapper::create(const std::string &name, const std::string &uu
       throwDm(err, "create", name);
     }
   } catch (const std::system_error &e) {
-    // As libdevmapper's create does: no device of ours is left without its
-    // table.
-    if (report.tookOver) {
+    if (prepared.tookOver) {
       throw;
     }
-    try {
-      remove(name, false);
-    } catch (const std::exception &removal) {
-      throw std::system_error(e.code(),
-                              fmt::format("{}; and the half-made device could not be removed: {}",
-                                          e.what(), removal.what()));
-    }
-    throw;
+    removeHalfMade(name, e);
   }
-  cleared_.forget(devt);
-  return report;
+  return prepared;
+}
+
+void LibDevmapper::removeHalfMade(const std::string &name, const std::system_error &failure) {
+  // As libdevmapper's create does: no device of ours is left without its
+  // table. Called from failure's handler, so that `throw;` keeps its type.
+  try {
+    remove(name, false);
+  } catch (const std::exception &removal) {
+    throw std::system_error(failure.code(),
+                            fmt::format("{}; and the half-made device could not be removed: {}",
+                                        failure.what(), removal.what()));
+  }
+  throw;
 }
 
 selector::DevT LibDevmapper::loadTable(std::string_view op, const std::string &name,

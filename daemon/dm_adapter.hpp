@@ -98,6 +98,10 @@ public:
 
   /// @brief Every multipath map (target type "multipath"), sorted by name.
   virtual std::vector<DmMapInfo> list() = 0;
+  /// @brief Every device without a live table (list() cannot tell their
+  /// kind), sorted by name: a create under way, or one that was stopped
+  /// half way. Default: none, for implementations that never leave one.
+  virtual std::vector<DmMapInfo> listUnfinished() { return {}; }
   /// @brief One device of any target type; nullopt when it does not exist.
   virtual std::optional<DmMapInfo> info(const std::string &name) = 0;
   /// @brief The live table; nullopt when the map does not exist.
@@ -108,6 +112,32 @@ public:
   /// @brief Creates, loads and resumes a one-target multipath map.
   virtual CreateReport create(const std::string &name, const std::string &uuid,
                               std::uint64_t sizeSectors, const std::string &params) = 0;
+  /// @brief create() in two halves, for many new maps at once
+  /// (applyActions): prepareCreate() makes the device and loads its table,
+  /// nearly all of a create's kernel work (the map's request queue);
+  /// finishCreate() resumes it, and the map goes live with the "change"
+  /// uevent that starts udev's real work on it (nodes, blkid's read). The
+  /// first half's only uevent is the "add" of the disk, which Linux since
+  /// 5.15 sends at the first table load: it carries no udev cookie, so
+  /// 10-dm.rules marks the device not ready and the disk, multipath and LVM
+  /// rules skip it. Between the two the device has no live table and
+  /// list() does not show it; a create stopped there (the daemon killed)
+  /// is finished by the next create() of the same name, as one stopped
+  /// inside create() is, and removed at the next start under any other
+  /// (removeUnfinishedMaps). A failure of either half removes the device
+  /// it made, as create() does. The default makes the whole map in
+  /// finishCreate(), for implementations without the halves.
+  virtual CreateReport prepareCreate(const std::string & /*name*/, const std::string & /*uuid*/,
+                                     std::uint64_t /*sizeSectors*/,
+                                     const std::string & /*params*/) {
+    return {};
+  }
+  /// @brief The second half; @p prepared is what prepareCreate() returned.
+  virtual CreateReport finishCreate(const std::string &name, const std::string &uuid,
+                                    std::uint64_t sizeSectors, const std::string &params,
+                                    const CreateReport & /*prepared*/) {
+    return create(name, uuid, sizeSectors, params);
+  }
   /// @brief Loads a multipath table into the inactive slot; the live one keeps running.
   virtual void load(const std::string &name, std::uint64_t sizeSectors,
                     const std::string &params) = 0;
@@ -200,6 +230,23 @@ struct ResumedMap {
   std::string error;            ///< empty on success
 };
 
+/// @brief What removeUnfinishedMaps() did to one device.
+struct RemovedMap {
+  std::string name;
+  std::string uuid;
+  std::string error; ///< empty on success
+};
+
+/// @brief Startup repair: removes every device whose DM UUID starts with
+/// @p uuidPrefix and that has no live table, as a create stopped half way
+/// leaves it (the daemon killed between DeviceMapper::prepareCreate and
+/// finishCreate): it holds its paths open and its DM UUID, and a create
+/// under another name would be refused for ever. Only for an owner with
+/// no multipathd running, whose own create it could be. Open devices are
+/// left alone. Never throws for one device's failure.
+std::vector<RemovedMap> removeUnfinishedMaps(DeviceMapper &dm,
+                                             std::string_view uuidPrefix = kMultipathUuidPrefix);
+
 /// @brief Startup repair: resumes every map whose DM UUID starts with
 /// @p uuidPrefix and that is suspended (e.g. the daemon was killed in the
 /// middle of a reload). A pending inactive table is cleared first, so the
@@ -258,6 +305,7 @@ public:
   ~LibDevmapper() override;
 
   std::vector<DmMapInfo> list() override;
+  std::vector<DmMapInfo> listUnfinished() override;
   std::optional<DmMapInfo> info(const std::string &name) override;
   std::optional<std::vector<DmTargetLine>> table(const std::string &name) override;
   std::optional<std::vector<DmTargetLine>> status(const std::string &name) override;
@@ -272,6 +320,15 @@ public:
   /// (it may be another tool's create under way).
   CreateReport create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
                       const std::string &params) override;
+  /// @brief create()'s device and table load (or the takeover of a device
+  /// left without a live table), not yet resumed.
+  CreateReport prepareCreate(const std::string &name, const std::string &uuid,
+                             std::uint64_t sizeSectors, const std::string &params) override;
+  /// @brief create()'s first resume, with the udev cookie and the create's
+  /// flags.
+  CreateReport finishCreate(const std::string &name, const std::string &uuid,
+                            std::uint64_t sizeSectors, const std::string &params,
+                            const CreateReport &prepared) override;
   void load(const std::string &name, std::uint64_t sizeSectors, const std::string &params) override;
   void clearInactive(const std::string &name) override;
   void suspend(const std::string &name) override;
@@ -302,6 +359,12 @@ public:
 
 private:
   [[nodiscard]] std::uint32_t *batchCookie() { return batching_ ? &batchCookie_ : nullptr; }
+  /// Every device, as DM_DEVICE_INFO reports it, sorted by name.
+  std::vector<DmMapInfo> listAll();
+  /// Removes a device a create made when a later step of that create
+  /// failed with @p failure, from failure's catch handler; rethrows it,
+  /// with the removal's error added when that fails too.
+  [[noreturn]] void removeHalfMade(const std::string &name, const std::system_error &failure);
   /// One DM_DEVICE_RENAME.
   void renameOne(const std::string &name, const std::string &newName);
   /// One DM_DEVICE_RELOAD of a multipath table, for load() and create();

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <exception>
+#include <map>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -612,10 +614,63 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
     Batch(const Batch &) = delete;
     Batch &operator=(const Batch &) = delete;
   } batch(dm);
+  // New maps in two rounds: every device and its table first, then the
+  // resumes. A table load is nearly all of a create's kernel CPU (the map's
+  // request queue), and only a resume makes a map live, with the uevent
+  // that sets udev to work on it (its rules open and read the new map).
+  // Made one by one, each load shares the CPU with udev's work on the maps
+  // made before it; in rounds, the loads run while udev has only their
+  // "add" uevents, which its rules pass over (DeviceMapper::prepareCreate).
+  struct Prepared {
+    CreateReport report;
+    std::exception_ptr failure;
+    std::chrono::microseconds took{0};
+    bool finishing = false; ///< finishCreate() called: it removes the device if it fails
+  };
+  // A device prepared and then not finished (its create skipped, or an
+  // exception on the way) is removed, as a failed create's is: nothing of
+  // a pass is left half-made while the process lives. One taken over is
+  // left as it was found.
+  struct Unfinished {
+    DeviceMapper &dm;
+    const std::vector<Action> &actions;
+    std::map<std::size_t, Prepared> halves; // by index in actions
+    Unfinished(DeviceMapper &d, const std::vector<Action> &a) : dm(d), actions(a) {}
+    Unfinished(const Unfinished &) = delete;
+    Unfinished &operator=(const Unfinished &) = delete;
+    ~Unfinished() {
+      for (const auto &[i, half] : halves) {
+        if (!half.failure && !half.finishing && !half.report.tookOver) {
+          try {
+            dm.remove(actions[i].map, false);
+          } catch (...) {
+            // Left for the next start (removeUnfinishedMaps).
+          }
+        }
+      }
+    }
+  } unfinished(dm, actions);
+  auto &prepared = unfinished.halves;
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    const Action &action = actions[i];
+    if (action.kind != ActionKind::Create) {
+      continue;
+    }
+    const auto started = std::chrono::steady_clock::now();
+    Prepared &half = prepared[i];
+    try {
+      half.report = dm.prepareCreate(action.map, action.uuid, action.sizeSectors, action.params);
+    } catch (...) {
+      half.failure = std::current_exception();
+    }
+    half.took = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - started);
+  }
   std::vector<ActionOutcome> outcomes;
   std::set<std::string> broken; // maps whose create or reload failed
   std::optional<std::chrono::steady_clock::time_point> gateDeadline; // the first lull gate's
-  for (const auto &action : actions) {
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    const Action &action = actions[i];
     ActionOutcome outcome;
     outcome.action = action;
     if (broken.contains(action.map)) {
@@ -624,14 +679,22 @@ std::vector<ActionOutcome> applyActions(const std::vector<Action> &actions, Devi
       outcomes.push_back(std::move(outcome));
       continue;
     }
-    const auto started = std::chrono::steady_clock::now();
+    auto started = std::chrono::steady_clock::now();
     std::chrono::microseconds held{0};
     try {
       switch (action.kind) {
-      case ActionKind::Create:
+      case ActionKind::Create: {
+        Prepared &half = prepared.at(i);
+        started -= half.took; // elapsed: both halves
+        if (half.failure) {
+          std::rethrow_exception(half.failure);
+        }
+        half.finishing = true;
         outcome.tookOver =
-            dm.create(action.map, action.uuid, action.sizeSectors, action.params).tookOver;
+            dm.finishCreate(action.map, action.uuid, action.sizeSectors, action.params, half.report)
+                .tookOver;
         break;
+      }
       case ActionKind::Reload:
         if (action.lull && inFlight) {
           // Before the group is read and the table loaded, which take

@@ -208,7 +208,13 @@ struct ActionOutcome {
   bool tookOver = false;
 };
 
-/// @brief Executes the actions in order. A failure does not stop the other
+/// @brief Executes the actions in order, except that every create's first
+/// half (DeviceMapper::prepareCreate: the device and its table) runs before
+/// the first action, and its finishCreate() in the create's place; a failed
+/// first half fails the create there. planReconcile() puts a map's create
+/// before its other actions, so none of them runs before the map is live.
+/// A device prepared and never finished (its create skipped) is removed
+/// before returning. A failure does not stop the other
 /// maps; the remaining actions of the failed map are skipped, since they
 /// were planned against a table that is not there. A failed reload leaves
 /// the old table live and the map resumed (DeviceMapper::reload). The

@@ -39,6 +39,10 @@ struct FakeMap {
   unsigned nextGroup = 1;
   bool queueIfNoPath = false;
   std::string attachedHandler; ///< what scsi_dh attached, echoed by the kernel
+  /// False between prepareCreate() and finishCreate(): the device has its
+  /// table in the inactive slot and none live.
+  bool live = true;
+  int openCount = 0;
 };
 
 /// Records every call and fails the ones it is told to, the way the kernel
@@ -64,7 +68,8 @@ public:
   void endUdevBatch() override { batchEnds.push_back(calls.size()); }
 
   std::vector<std::string> modifyingCalls() const {
-    static const std::set<std::string> readers{"list", "info", "table", "status"};
+    static const std::set<std::string> readers{"list", "list-unfinished", "info", "table",
+                                               "status"};
     std::vector<std::string> out;
     for (const auto &call : calls) {
       if (!readers.contains(call.substr(0, call.find(' ')))) {
@@ -111,7 +116,17 @@ public:
     calls.emplace_back("list");
     std::vector<DmMapInfo> out;
     for (const auto &[name, map] : maps) {
-      if (map.targetType == "multipath") {
+      if (map.live && map.targetType == "multipath") {
+        out.push_back(infoOf(name, map));
+      }
+    }
+    return out;
+  }
+  std::vector<DmMapInfo> listUnfinished() override {
+    calls.emplace_back("list-unfinished");
+    std::vector<DmMapInfo> out;
+    for (const auto &[name, map] : maps) {
+      if (!map.live) {
         out.push_back(infoOf(name, map));
       }
     }
@@ -131,6 +146,9 @@ public:
     if (it == maps.end()) {
       return std::nullopt;
     }
+    if (!it->second.live) {
+      return std::vector<DmTargetLine>{};
+    }
     return std::vector<DmTargetLine>{
         {0, it->second.length, it->second.targetType, echo(it->second)}};
   }
@@ -139,6 +157,9 @@ public:
     auto it = maps.find(name);
     if (it == maps.end()) {
       return std::nullopt;
+    }
+    if (!it->second.live) {
+      return std::vector<DmTargetLine>{};
     }
     return std::vector<DmTargetLine>{
         {0, it->second.length, it->second.targetType, statusLine(it->second)}};
@@ -149,25 +170,57 @@ public:
 
   CreateReport create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
                       const std::string &params) override {
+    return finishCreate(name, uuid, sizeSectors, params,
+                        prepareCreate(name, uuid, sizeSectors, params));
+  }
+  /// Recorded as "create <name>" (and failed by failures["create"]), as
+  /// create() is; the map is not live until finishCreate(). A device of
+  /// this name and DM UUID without a live table (a create stopped half
+  /// way) is taken over, as LibDevmapper does.
+  CreateReport prepareCreate(const std::string &name, const std::string &uuid,
+                             std::uint64_t sizeSectors, const std::string &params) override {
     step("create", name);
-    if (maps.contains(name)) {
-      throw std::system_error(EEXIST, std::generic_category(), "create " + name);
+    CreateReport report = createReport;
+    if (auto left = maps.find(name);
+        left != maps.end() && !left->second.live && !uuid.empty() && left->second.uuid == uuid) {
+      left->second.inactive = {sizeSectors, params};
+      report.tookOver = true;
+      return report;
     }
-    // The kernel refuses a second device with a DM UUID in use (dm-ioctl's
-    // dm_hash_insert: "Unable to add ... uuid already in use").
-    if (!uuid.empty() &&
-        std::ranges::any_of(maps, [&](const auto &entry) { return entry.second.uuid == uuid; })) {
-      throw std::system_error(EBUSY, std::generic_category(), "create " + name);
-    }
+    refuseTaken(name, uuid);
     FakeMap map;
     map.uuid = uuid;
     map.devt = {253, lowestFreeMinor()};
-    map.length = sizeSectors;
-    map.params = params;
-    adoptTable(map);
+    map.live = false;
+    map.inactive = {sizeSectors, params};
     maps[name] = std::move(map);
-    return createReport;
+    return report;
   }
+  /// "resume-new <name>", failed by failures["resume-new"]: the device is
+  /// removed, as LibDevmapper removes a device its create made (one taken
+  /// over is left as found).
+  CreateReport finishCreate(const std::string &name, const std::string & /*uuid*/,
+                            std::uint64_t /*sizeSectors*/, const std::string & /*params*/,
+                            const CreateReport &prepared) override {
+    auto &map = mapOf(name);
+    calls.push_back("resume-new " + name);
+    if (map.live || !map.inactive) {
+      throw std::logic_error("finishCreate " + name + ": not prepared");
+    }
+    if (consumeFailure("resume-new")) {
+      if (!prepared.tookOver) {
+        maps.erase(name);
+      }
+      throw std::system_error(EIO, std::generic_category(), "resume-new " + name);
+    }
+    map.length = map.inactive->first;
+    map.params = map.inactive->second;
+    map.inactive.reset();
+    map.live = true;
+    adoptTable(map);
+    return prepared;
+  }
+
   void load(const std::string &name, std::uint64_t sizeSectors,
             const std::string &params) override {
     step("load", name);
@@ -202,6 +255,7 @@ public:
       map.length = map.inactive->first;
       map.params = map.inactive->second;
       map.inactive.reset();
+      map.live = true;
       adoptTable(map);
       ++map.eventNr;
     }
@@ -262,6 +316,11 @@ public:
   void message(const std::string &name, const std::string &text) override {
     step("message", name + " " + text);
     auto &map = mapOf(name);
+    if (!map.live) {
+      // dm-ioctl's target_message finds no live table and returns 2, which
+      // libdevmapper takes for success: the message is lost, silently.
+      return;
+    }
     if (map.suspended) {
       // multipath_message: a suspended map takes no message.
       throw std::system_error(EBUSY, std::generic_category(), "message " + name + " " + text);
@@ -291,6 +350,19 @@ public:
   }
 
 private:
+  void refuseTaken(const std::string &name, const std::string &uuid) const {
+    // dm_hash_insert: "Unable to add ... name already in use".
+    if (maps.contains(name)) {
+      throw std::system_error(EBUSY, std::generic_category(), "create " + name);
+    }
+    // The kernel refuses a second device with a DM UUID in use (dm-ioctl's
+    // dm_hash_insert: "Unable to add ... uuid already in use").
+    if (!uuid.empty() &&
+        std::ranges::any_of(maps, [&](const auto &entry) { return entry.second.uuid == uuid; })) {
+      throw std::system_error(EBUSY, std::generic_category(), "create " + name);
+    }
+  }
+
   static std::string join(const std::vector<std::string> &words, std::size_t from) {
     std::string out;
     for (std::size_t i = from; i < words.size(); ++i) {
@@ -405,10 +477,11 @@ private:
     info.uuid = map.uuid;
     info.devt = map.devt;
     info.suspended = map.suspended;
-    info.liveTable = true;
+    info.openCount = map.openCount;
+    info.liveTable = map.live;
     info.inactiveTable = map.inactive.has_value();
     info.eventNr = map.eventNr;
-    info.targetType = map.targetType;
+    info.targetType = map.live ? map.targetType : ""; // a device's type is its live table's
     return info;
   }
 };

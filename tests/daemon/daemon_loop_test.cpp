@@ -106,6 +106,9 @@ public:
   std::vector<DmMapInfo> list() override {
     return locked([&] { return fake_.list(); });
   }
+  std::vector<DmMapInfo> listUnfinished() override {
+    return locked([&] { return fake_.listUnfinished(); });
+  }
   std::optional<DmMapInfo> info(const std::string &name) override {
     return locked([&] { return fake_.info(name); });
   }
@@ -118,6 +121,15 @@ public:
   CreateReport create(const std::string &name, const std::string &uuid, std::uint64_t sizeSectors,
                       const std::string &params) override {
     return locked([&] { return fake_.create(name, uuid, sizeSectors, params); });
+  }
+  CreateReport prepareCreate(const std::string &name, const std::string &uuid,
+                             std::uint64_t sizeSectors, const std::string &params) override {
+    return locked([&] { return fake_.prepareCreate(name, uuid, sizeSectors, params); });
+  }
+  CreateReport finishCreate(const std::string &name, const std::string &uuid,
+                            std::uint64_t sizeSectors, const std::string &params,
+                            const CreateReport &prepared) override {
+    return locked([&] { return fake_.finishCreate(name, uuid, sizeSectors, params, prepared); });
   }
   void load(const std::string &name, std::uint64_t sizeSectors,
             const std::string &params) override {
@@ -920,6 +932,38 @@ TEST_F(DaemonLoopTest, AnOwnerBesideMultipathdsSocketAloneResumesASuspendedMap) 
   });
   startOwnerBesideMultipathdWithASuspendedMap(multipathd.name(), false);
   dm_.with([](FakeDeviceMapper &fake) { EXPECT_FALSE(fake.maps.at(kUpper).suspended); });
+}
+
+TEST_F(DaemonLoopTest, AStartRemovesAHalfMadeMapSoItsWwidCanBeMappedUnderAnotherName) {
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  daemon_.reset();
+  // Killed between a create's halves under an alias the config has since
+  // changed: a device with upper's DM UUID and no live table, which the
+  // kernel will not let a second device share.
+  const std::string uuid = dm_.with([](FakeDeviceMapper &fake) {
+    auto node = fake.maps.extract(kUpper);
+    static_cast<void>(
+        fake.prepareCreate("old-alias", node.mapped().uuid, node.mapped().length, "0 0 0 1 1"));
+    return node.mapped().uuid;
+  });
+  testing::internal::CaptureStderr();
+  startDaemon();
+  const bool remade = runUntil([&] {
+    return dm_.with([](FakeDeviceMapper &fake) {
+      auto map = fake.maps.find(kUpper);
+      return map != fake.maps.end() && map->second.live;
+    });
+  });
+  const std::string log = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(remade) << log;
+  EXPECT_THAT(log, HasSubstr("device old-alias (DM UUID " + uuid +
+                             ") had no live table, as a create stopped half way leaves it; "
+                             "removed it"));
+  dm_.with([&](FakeDeviceMapper &fake) {
+    EXPECT_FALSE(fake.maps.contains("old-alias"));
+    EXPECT_EQ(fake.maps.at(kUpper).uuid, uuid);
+  });
 }
 
 TEST_F(DaemonLoopTest, SessionRecoveryFailsThePathAndItsLoginReinstatesIt) {

@@ -31,6 +31,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
+using ::testing::SizeIs;
 
 // --- desired maps ----------------------------------------------------------
 
@@ -133,13 +134,18 @@ TEST(Reconcile, SaysWhenTheCreateFinishedADeviceAStoppedCreateHadLeft) {
   Harness h;
   h.input.desired = {planned(upperSpec())};
   auto plan = h.plan();
-  EXPECT_FALSE(applyActions(plan.actions, h.dm).at(0).tookOver);
-  h.dm.maps.clear();
-  h.dm.createReport.tookOver = true; // what LibDevmapper reports
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Create));
+  const Action &create = plan.actions[0];
+  // The daemon killed between the halves: the device, its table not live.
+  static_cast<void>(h.dm.prepareCreate(create.map, create.uuid, create.sizeSectors, create.params));
+  EXPECT_THAT(readLiveMaps(h.dm), IsEmpty());
+  EXPECT_THAT(h.plan().actions, SizeIs(1)) << "the next start plans the create again";
   auto outcomes = applyActions(plan.actions, h.dm);
   ASSERT_EQ(outcomes.size(), 1U);
   EXPECT_TRUE(outcomes[0].ok) << outcomes[0].error;
   EXPECT_TRUE(outcomes[0].tookOver);
+  EXPECT_TRUE(h.dm.maps.at("xserve-upper").live);
+  EXPECT_THAT(h.plan().actions, IsEmpty());
 }
 
 TEST(Reconcile, FailsUnusablePathsRightAfterCreatingTheMap) {
@@ -1109,6 +1115,97 @@ TEST(Reconcile, ACreateFailureSkipsThatMapsMessagesOnly) {
   EXPECT_THAT(h.dm.batchEnds, ElementsAre(h.dm.calls.size()));
 }
 
+TEST(Reconcile, EveryNewMapIsLoadedBeforeTheFirstGoesLive) {
+  Harness h;
+  auto lower = upperSpec();
+  lower.alias = "xserve-lower";
+  lower.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
+  lower.groups[0].paths = {path(48), path(64)};
+  h.input.desired = {planned(lower), planned(upperSpec())};
+  h.input.usable = {{DevT{8, 48}, false}, {DevT{8, 32}, false}};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Create, ActionKind::Message, ActionKind::Create,
+                                       ActionKind::Message));
+  auto outcomes = applyActions(plan.actions, h.dm);
+  for (const auto &outcome : outcomes) {
+    EXPECT_TRUE(outcome.ok) << outcome.error;
+  }
+  // Both tables loaded first; each map's message once it is live.
+  EXPECT_THAT(h.dm.modifyingCalls(),
+              ElementsAre("create xserve-lower", "create xserve-upper", "resume-new xserve-lower",
+                          "message xserve-lower fail_path 8:48", "resume-new xserve-upper",
+                          "message xserve-upper fail_path 8:32"));
+  EXPECT_THAT(readLiveMaps(h.dm), SizeIs(2));
+  EXPECT_FALSE(h.dm.maps["xserve-lower"].pathActive["8:48"]);
+  EXPECT_FALSE(h.dm.maps["xserve-upper"].pathActive["8:32"]);
+}
+
+TEST(Reconcile, ANewMapThatCannotGoLiveIsGoneAndSkipsItsMessagesOnly) {
+  Harness h;
+  auto lower = upperSpec();
+  lower.alias = "xserve-lower";
+  lower.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
+  lower.groups[0].paths = {path(48), path(64)};
+  h.input.desired = {planned(lower), planned(upperSpec())};
+  h.input.usable = {{DevT{8, 48}, false}, {DevT{8, 32}, false}};
+  auto plan = h.plan();
+  ASSERT_EQ(plan.actions.size(), 4U);
+  h.dm.failures["resume-new"] = 1; // xserve-lower's
+  auto outcomes = applyActions(plan.actions, h.dm);
+  ASSERT_EQ(outcomes.size(), 4U);
+  EXPECT_FALSE(outcomes[0].ok);
+  EXPECT_THAT(outcomes[0].error, HasSubstr("resume-new xserve-lower"));
+  EXPECT_TRUE(outcomes[1].skipped);
+  EXPECT_TRUE(outcomes[2].ok) << outcomes[2].error;
+  EXPECT_TRUE(outcomes[3].ok) << outcomes[3].error;
+  EXPECT_FALSE(h.dm.maps.contains("xserve-lower"));
+  EXPECT_TRUE(h.dm.maps.at("xserve-upper").live);
+}
+
+TEST(Reconcile, ALaterCreatesFailedFirstHalfIsThatCreatesOutcomeAlone) {
+  Harness h;
+  auto lower = upperSpec();
+  lower.alias = "xserve-lower";
+  lower.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
+  lower.groups[0].paths = {path(48), path(64)};
+  h.input.desired = {planned(lower), planned(upperSpec())};
+  h.input.usable = {{DevT{8, 48}, false}, {DevT{8, 32}, false}};
+  auto plan = h.plan();
+  ASSERT_EQ(plan.actions.size(), 4U);
+  // Another tool's device without a table holds xserve-upper's name; the
+  // plan cannot see it (no live table), the kernel refuses the create.
+  static_cast<void>(h.dm.prepareCreate("xserve-upper", "other-tool", kSize, "whatever"));
+  h.dm.calls.clear();
+  auto outcomes = applyActions(plan.actions, h.dm);
+  ASSERT_EQ(outcomes.size(), 4U);
+  EXPECT_TRUE(outcomes[0].ok) << outcomes[0].error;
+  EXPECT_TRUE(outcomes[1].ok) << outcomes[1].error;
+  EXPECT_FALSE(outcomes[2].ok);
+  EXPECT_THAT(outcomes[2].error, HasSubstr("create xserve-upper"));
+  EXPECT_TRUE(outcomes[3].skipped);
+  EXPECT_TRUE(h.dm.maps.at("xserve-lower").live);
+  EXPECT_FALSE(h.dm.maps.at("xserve-lower").pathActive["8:48"]);
+  EXPECT_EQ(h.dm.maps.at("xserve-upper").uuid, "other-tool") << "left as it was";
+}
+
+TEST(Reconcile, ADevicePreparedForASkippedCreateIsRemoved) {
+  Harness h;
+  h.input.desired = {planned(upperSpec())};
+  auto plan = h.plan();
+  ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Create));
+  // A list no plan makes: a failing table action on the map before its
+  // create, which is then skipped after its first half ran.
+  Action reload = plan.actions[0];
+  reload.kind = ActionKind::Reload;
+  h.dm.failures["load"] = 1;
+  auto outcomes = applyActions({reload, plan.actions[0]}, h.dm);
+  ASSERT_EQ(outcomes.size(), 2U);
+  EXPECT_FALSE(outcomes[0].ok);
+  EXPECT_TRUE(outcomes[1].skipped);
+  EXPECT_FALSE(h.dm.maps.contains("xserve-upper")) << ::testing::PrintToString(h.dm.calls);
+  EXPECT_THAT(h.dm.calls, Contains("remove xserve-upper"));
+}
+
 TEST(Reconcile, AFailedMessageDoesNotStopTheNextOnes) {
   Harness h;
   h.dm.seed("xserve-upper", kUuid, planned(upperSpec()).table);
@@ -1166,6 +1263,38 @@ TEST(SuspendGuard, AnExplicitResumeEndsTheGuard) {
     dm.calls.clear();
   }
   EXPECT_THAT(dm.calls, IsEmpty());
+}
+
+TEST(RemoveUnfinishedMaps, RemovesOurDevicesWithoutALiveTableOnly) {
+  FakeDeviceMapper dm;
+  const auto table = planned(upperSpec()).table;
+  dm.seed("ours-live", "mpath-1", table);
+  static_cast<void>(dm.prepareCreate("ours-half-made", "mpath-2", kSize, "0 0 0 1 1"));
+  static_cast<void>(dm.prepareCreate("foreign-half-made", "CRYPT-3", kSize, "0 0 0 1 1"));
+  static_cast<void>(dm.prepareCreate("ours-open", "mpath-4", kSize, "0 0 0 1 1"));
+  dm.maps["ours-open"].openCount = 1;
+  auto removed = removeUnfinishedMaps(dm);
+  ASSERT_EQ(removed.size(), 1U);
+  EXPECT_EQ(removed[0].name, "ours-half-made");
+  EXPECT_EQ(removed[0].uuid, "mpath-2");
+  EXPECT_TRUE(removed[0].error.empty()) << removed[0].error;
+  EXPECT_FALSE(dm.maps.contains("ours-half-made"));
+  EXPECT_TRUE(dm.maps.contains("ours-live"));
+  EXPECT_TRUE(dm.maps.contains("foreign-half-made"));
+  EXPECT_TRUE(dm.maps.contains("ours-open"));
+}
+
+TEST(RemoveUnfinishedMaps, SaysWhichRemovalFailedAndGoesOn) {
+  FakeDeviceMapper dm;
+  static_cast<void>(dm.prepareCreate("a-half-made", "mpath-1", kSize, "0 0 0 1 1"));
+  static_cast<void>(dm.prepareCreate("b-half-made", "mpath-2", kSize, "0 0 0 1 1"));
+  dm.failures["remove"] = 1;
+  auto removed = removeUnfinishedMaps(dm);
+  ASSERT_EQ(removed.size(), 2U);
+  EXPECT_THAT(removed[0].error, HasSubstr("remove a-half-made"));
+  EXPECT_TRUE(removed[1].error.empty()) << removed[1].error;
+  EXPECT_TRUE(dm.maps.contains("a-half-made"));
+  EXPECT_FALSE(dm.maps.contains("b-half-made"));
 }
 
 TEST(ResumeSuspendedMaps, ResumesOurSuspendedMapsOnly) {

@@ -17,12 +17,14 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -218,14 +220,17 @@ int run(const std::string &sdA, const std::string &sdB) {
   check(statusPath(status, a).active && statusPath(status, b).active, "both paths are A");
 
   // 2b. A create stopped half way (the daemon killed between its steps)
-  // leaves a device with the map's name and DM UUID and no table: the next
-  // create finishes it. One of another DM UUID is not ours.
+  // leaves a device with the map's name and DM UUID and no live table: the
+  // next create finishes it, and a start removes it (removeUnfinishedMaps).
+  // One of another DM UUID is not ours. The create's two halves, as
+  // applyActions runs them, and what udev makes of the first.
   {
     const std::string twoPaths =
         "0 0 1 1 round-robin 0 2 1 " + a.devt.str() + " 1 " + b.devt.str() + " 1";
     const std::string half = "pk-halfmade";
     const std::string foreign = "pk-notours";
-    for (const auto &name : {half, foreign}) {
+    const std::string loaded = "pk-halfloaded";
+    for (const auto &name : {half, foreign, loaded}) {
       if (dm.info(name)) {
         dm.remove(name, false); // left over from an earlier run
       }
@@ -247,6 +252,59 @@ int run(const std::string &sdA, const std::string &sdB) {
     check(::stat(halfPath.c_str(), &halfNode) == 0 && S_ISBLK(halfNode.st_mode) &&
               halfNode.st_rdev == makedev(halfInfo->devt.major, halfInfo->devt.minor),
           halfPath + " is its block device as soon as create returns");
+    dm.remove(half, false);
+    // The same create in its two halves (applyActions' rounds): after the
+    // first the table is loaded but not live, and list() leaves the device
+    // out; the second makes it live. A create that finds a first half
+    // alone (the daemon killed between the rounds) finishes it.
+    const auto prepared = dm.prepareCreate(half, "mpath-" + half, a.sizeSectors, twoPaths);
+    auto mid = dm.info(half);
+    check(!prepared.tookOver && mid && !mid->liveTable && mid->inactiveTable &&
+              mid->uuid == "mpath-" + half,
+          "after prepareCreate " + half + " has its table loaded, inactive, none live");
+    check(std::ranges::none_of(dm.list(), [&](const auto &m) { return m.name == half; }),
+          "list() does not show a map that is not live yet");
+    // The load's "add" uevent: 10-dm.rules marks the device not ready, so
+    // no node, and the disk rules (blkid) and the others pass it over.
+    const std::string midNode = "/dev/dm-" + std::to_string(mid->devt.minor);
+    check(std::system("udevadm settle --timeout=60") == 0 &&
+              ::stat(halfPath.c_str(), &halfNode) != 0 &&
+              std::system(("udevadm info --query=property --name=" + midNode +
+                           " | grep -qx DM_UDEV_DISABLE_DISK_RULES_FLAG=1")
+                              .c_str()) == 0,
+          "udev handled the first half's add: no " + halfPath + ", disk rules disabled");
+    check(!dm.finishCreate(half, "mpath-" + half, a.sizeSectors, twoPaths, prepared).tookOver,
+          "finishCreate reports a new map, not a takeover");
+    auto done = dm.info(half);
+    auto doneTable = dm.table(half);
+    check(done && done->liveTable && !done->inactiveTable && !done->suspended && doneTable &&
+              doneTable->size() == 1 && words(doneTable->front().params) == words(twoPaths) &&
+              done->devt == mid->devt,
+          half + " is live with its table, on the device the first half made");
+    check(::stat(halfPath.c_str(), &halfNode) == 0 && S_ISBLK(halfNode.st_mode) &&
+              halfNode.st_rdev == makedev(done->devt.major, done->devt.minor),
+          halfPath + " is its block device once finishCreate returns");
+    dm.remove(half, false);
+    // A second half that fails removes the device; when that fails too
+    // (here: someone removed it in between), the error says both.
+    const auto again = dm.prepareCreate(half, "mpath-" + half, a.sizeSectors, twoPaths);
+    check(std::system(("dmsetup remove --noudevsync " + half).c_str()) == 0,
+          "dmsetup removed " + half + " between the halves");
+    std::string finishWhy;
+    try {
+      static_cast<void>(dm.finishCreate(half, "mpath-" + half, a.sizeSectors, twoPaths, again));
+    } catch (const std::system_error &e) {
+      finishWhy = e.what();
+    }
+    check(finishWhy.find("create " + half) != std::string::npos &&
+              finishWhy.find("could not be removed") != std::string::npos && !dm.info(half),
+          "the failed second half says the removal failed too: " + finishWhy);
+    static_cast<void>(dm.prepareCreate(half, "mpath-" + half, a.sizeSectors, twoPaths));
+    check(dm.create(half, "mpath-" + half, a.sizeSectors, twoPaths).tookOver,
+          "a create over a first half alone takes it over");
+    auto over = dm.info(half);
+    check(over && over->liveTable && !over->inactiveTable && !over->suspended,
+          half + " is live after the takeover of a loaded, never resumed device");
     dm.remove(half, false);
     // A table that cannot load: a new device is removed again (as
     // libdevmapper's create does); one being taken over is left as found,
@@ -282,6 +340,18 @@ int run(const std::string &sdA, const std::string &sdB) {
     check(!refused.empty() && foreignInfo && foreignInfo->uuid == "other-" + foreign &&
               !foreignInfo->liveTable,
           "a create over it is refused with EBUSY and leaves it as it was: " + refused);
+    // A start's repair: our devices without a live table go, whichever
+    // half they stopped in; the other one stays.
+    check(makeTableless(half, "mpath-" + half), "dmsetup made " + half + " without a table");
+    static_cast<void>(dm.prepareCreate(loaded, "mpath-" + loaded, a.sizeSectors, twoPaths));
+    std::set<std::string> removedNames;
+    for (const auto &removed : removeUnfinishedMaps(dm)) {
+      check(removed.error.empty(), "removeUnfinishedMaps removed " + removed.name + removed.error);
+      removedNames.insert(removed.name);
+    }
+    check(removedNames == std::set<std::string>{half, loaded} && !dm.info(half) &&
+              !dm.info(loaded) && dm.info(foreign),
+          "removeUnfinishedMaps removed " + half + " and " + loaded + ", not " + foreign);
     dm.remove(foreign, false);
   }
 
