@@ -90,6 +90,18 @@ struct Harness {
     input.live = readLiveMaps(dm);
     return planReconcile(input);
   }
+
+  // xserve-lower (8:48 failed) then xserve-upper (8:32 failed), neither
+  // made yet: create, message, create, message.
+  ReconcilePlan planTwoNewMapsWithAFailedPathEach() {
+    auto lower = upperSpec();
+    lower.alias = "xserve-lower";
+    lower.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
+    lower.groups[0].paths = {path(48), path(64)};
+    input.desired = {planned(lower), planned(upperSpec())};
+    input.usable = {{DevT{8, 48}, false}, {DevT{8, 32}, false}};
+    return plan();
+  }
 };
 
 std::vector<ActionKind> kinds(const ReconcilePlan &plan) {
@@ -1091,13 +1103,7 @@ INSTANTIATE_TEST_SUITE_P(Reconcile, ReloadFailure,
 
 TEST(Reconcile, ACreateFailureSkipsThatMapsMessagesOnly) {
   Harness h;
-  auto lower = upperSpec();
-  lower.alias = "xserve-lower";
-  lower.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
-  lower.groups[0].paths = {path(48), path(64)};
-  h.input.desired = {planned(lower), planned(upperSpec())};
-  h.input.usable = {{DevT{8, 48}, false}, {DevT{8, 32}, false}};
-  auto plan = h.plan();
+  auto plan = h.planTwoNewMapsWithAFailedPathEach();
   ASSERT_EQ(plan.actions.size(), 4U);
   h.dm.failures["create"] = 1; // the first create: xserve-lower
   auto outcomes = applyActions(plan.actions, h.dm);
@@ -1117,13 +1123,7 @@ TEST(Reconcile, ACreateFailureSkipsThatMapsMessagesOnly) {
 
 TEST(Reconcile, EveryNewMapIsLoadedBeforeTheFirstGoesLive) {
   Harness h;
-  auto lower = upperSpec();
-  lower.alias = "xserve-lower";
-  lower.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
-  lower.groups[0].paths = {path(48), path(64)};
-  h.input.desired = {planned(lower), planned(upperSpec())};
-  h.input.usable = {{DevT{8, 48}, false}, {DevT{8, 32}, false}};
-  auto plan = h.plan();
+  auto plan = h.planTwoNewMapsWithAFailedPathEach();
   ASSERT_THAT(kinds(plan), ElementsAre(ActionKind::Create, ActionKind::Message, ActionKind::Create,
                                        ActionKind::Message));
   auto outcomes = applyActions(plan.actions, h.dm);
@@ -1142,13 +1142,7 @@ TEST(Reconcile, EveryNewMapIsLoadedBeforeTheFirstGoesLive) {
 
 TEST(Reconcile, ANewMapThatCannotGoLiveIsGoneAndSkipsItsMessagesOnly) {
   Harness h;
-  auto lower = upperSpec();
-  lower.alias = "xserve-lower";
-  lower.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
-  lower.groups[0].paths = {path(48), path(64)};
-  h.input.desired = {planned(lower), planned(upperSpec())};
-  h.input.usable = {{DevT{8, 48}, false}, {DevT{8, 32}, false}};
-  auto plan = h.plan();
+  auto plan = h.planTwoNewMapsWithAFailedPathEach();
   ASSERT_EQ(plan.actions.size(), 4U);
   h.dm.failures["resume-new"] = 1; // xserve-lower's
   auto outcomes = applyActions(plan.actions, h.dm);
@@ -1164,13 +1158,7 @@ TEST(Reconcile, ANewMapThatCannotGoLiveIsGoneAndSkipsItsMessagesOnly) {
 
 TEST(Reconcile, ALaterCreatesFailedFirstHalfIsThatCreatesOutcomeAlone) {
   Harness h;
-  auto lower = upperSpec();
-  lower.alias = "xserve-lower";
-  lower.wwid = "36001405bbbbbbbbbbbbbbbbbbbbbbbbb";
-  lower.groups[0].paths = {path(48), path(64)};
-  h.input.desired = {planned(lower), planned(upperSpec())};
-  h.input.usable = {{DevT{8, 48}, false}, {DevT{8, 32}, false}};
-  auto plan = h.plan();
+  auto plan = h.planTwoNewMapsWithAFailedPathEach();
   ASSERT_EQ(plan.actions.size(), 4U);
   // Another tool's device without a table holds xserve-upper's name; the
   // plan cannot see it (no live table), the kernel refuses the create.
