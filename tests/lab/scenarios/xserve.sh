@@ -153,6 +153,11 @@ scenario_run() {
             BENCH_AD_LOAD=$(xs_arg load steady "$@")
             [[ $BENCH_AD_LOAD == steady || $BENCH_AD_LOAD == bursty ]] ||
                 lab_fail "load=$BENCH_AD_LOAD: steady or bursty"
+            # The bursts' shape: burst=N requests, then think=DURATION (fio's).
+            BENCH_AD_BURST=$(xs_arg burst "$BENCH_AD_BURST" "$@")
+            BENCH_AD_THINK=$(xs_arg think "$BENCH_AD_THINK" "$@")
+            [[ $BENCH_AD_BURST =~ ^[1-9][0-9]*$ ]] || lab_fail "burst=$BENCH_AD_BURST: a count of requests"
+            [[ $BENCH_AD_THINK =~ ^[0-9]+(us|ms|s)$ ]] || lab_fail "think=$BENCH_AD_THINK: e.g. 250ms or 1s"
             # shellcheck disable=SC2046 # links=40+10,40+40: one word per set
             bench_adaptive "$(xs_arg daemon "" "$@")" "$(xs_arg runs 3 "$@")" "$(xs_arg window 20 "$@")" \
                 $(xs_arg links "40+10,40+40" "$@" | tr , ' ')
