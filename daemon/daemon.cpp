@@ -1361,6 +1361,9 @@ Expected<void> Daemon::failPath(const std::string &device) {
   log::write(log::Level::Notice,
              fmt::format("path {}: failed by the admin; held until reinstated", device),
              {{"PATH", device}, {"MAP", mapOfDevice(device)}}, log::id::kPathFailed);
+  // It may have been its map's last stable path: a shaky one that is
+  // healthy is reinstated first, so that the map is never left without one.
+  refreshLastResort(Clock::now());
   sendPathMessage(device, true, "failed by the admin", waiter_);
   requestPublish();
   return {};
@@ -1399,6 +1402,7 @@ Expected<void> Daemon::reinstatePath(const std::string &device) {
   log::write(log::Level::Notice, fmt::format("path {}: reinstated by the admin", device),
              {{"PATH", device}}, log::id::kPathReinstated);
   sendPathMessage(device, false, "reinstated by the admin", waiter_);
+  refreshLastResort(Clock::now()); // after it: a shaky last resort is failed only now
   requestPublish();
   return {};
 }
@@ -1665,6 +1669,11 @@ Expected<void> Daemon::rescan() {
 
 void Daemon::apply(const HealthTracker::Decisions &decisions) {
   for (const auto &decision : decisions) {
+    if (decision.state == PathState::Shaky) {
+      shakyPaths_.insert(decision.device);
+    } else {
+      shakyPaths_.erase(decision.device);
+    }
     const InventoryPath *path = pathByDevice(decision.device);
     const std::string map = mapOfDevice(decision.device);
     const std::string state{selector::toString(decision.state)};
@@ -1721,6 +1730,10 @@ void Daemon::apply(const HealthTracker::Decisions &decisions) {
       // know yet got no message. One more pass puts dm right.
       reconcileAgain_ = true;
     }
+    // A path that changed may have been its map's last stable one, or a
+    // stable one again. (Applies its own decisions first, through here; a
+    // second round changes no mark.)
+    refreshLastResort(Clock::now());
     runMapPolicies(Clock::now());
     requestPublish();
   }
@@ -2136,8 +2149,37 @@ Daemon::Verdict Daemon::verdictOf(const std::string &device) const {
   if (!state || *state == PathState::Unknown || *state == PathState::Pending) {
     return Verdict::Unchecked;
   }
-  return selector::isUsable(*state) && !adminFailed_.contains(device) ? Verdict::Usable
-                                                                      : Verdict::Unusable;
+  return usableForIo(device) ? Verdict::Usable : Verdict::Unusable;
+}
+
+bool Daemon::stableAndUsable(const std::string &device) const {
+  const auto state = health_.state(device);
+  return state && selector::isUsable(*state) && !adminFailed_.contains(device);
+}
+
+bool Daemon::usableForIo(const std::string &device) const {
+  return stableAndUsable(device) ||
+         (health_.inUseAsLastResort(device) && !adminFailed_.contains(device));
+}
+
+void Daemon::refreshLastResort(Clock::time_point now) {
+  HealthTracker::Decisions decisions;
+  for (const auto &device : shakyPaths_) {
+    // Every other path of its map counts, whatever its group: a shaky
+    // path is held failed only while the map has a stable path to use.
+    // Other shaky paths do not count, so all of them carry the I/O then.
+    bool lastResort = false;
+    if (auto map = maps_.find(mapOfDevice(device)); map != maps_.end()) {
+      lastResort = std::ranges::none_of(map->second.dmFailed, [&](const auto &other) {
+        return other.first != device && stableAndUsable(other.first);
+      });
+    }
+    auto changed = health_.setLastResort(device, lastResort, now);
+    decisions.insert(decisions.end(), changed.begin(), changed.end());
+  }
+  if (!decisions.empty()) {
+    apply(decisions);
+  }
 }
 
 std::vector<FailbackGroup> Daemon::failbackGroups(const MapState &map) const {
@@ -2147,8 +2189,7 @@ std::vector<FailbackGroup> Daemon::failbackGroups(const MapState &map) const {
     group.number = static_cast<unsigned>(g + 1);
     group.priority = g < map.groupPriorities.size() ? map.groupPriorities[g] : 0;
     for (const auto &device : map.groups[g]) {
-      auto state = health_.state(device);
-      group.usable += state && selector::isUsable(*state) ? 1U : 0U;
+      group.usable += usableForIo(device) ? 1U : 0U;
     }
     groups.push_back(group);
   }
@@ -2376,7 +2417,7 @@ void Daemon::reconcileWith(std::vector<LiveMap> liveMaps, const std::string &why
         *state == PathState::Removed) {
       continue; // no verdict yet: leave dm as it is
     }
-    input.usable[path.path.devt] = selector::isUsable(*state) && !adminFailed_.contains(name);
+    input.usable[path.path.devt] = usableForIo(name);
   }
   if (!queueingAdopted_) {
     // After a restart: a map that does not queue although its no_path_retry
@@ -2817,6 +2858,7 @@ void Daemon::refreshMaps(const std::vector<LiveMap> &live,
       mapOfDevice_.emplace(device, alias);
     }
   }
+  refreshLastResort(Clock::now()); // a map's paths may have changed
 }
 
 void Daemon::followRenames(const std::vector<LiveMap> &live) {

@@ -304,8 +304,17 @@ private:
   [[nodiscard]] std::optional<std::string> refuseSwitch(const std::string &alias,
                                                         const MapState &map, unsigned group) const;
   /// The daemon's verdict on a path for the map-level policies: usable (up
-  /// or ghost, not held failed by the admin), not checked yet, or unusable.
+  /// or ghost, or shaky in use as its map's last resort; not held failed by
+  /// the admin), not checked yet, or unusable.
   enum class Verdict { Usable, Unchecked, Unusable };
+  /// True when @p device carries I/O: stableAndUsable(), or shaky in use as
+  /// its map's last resort and not held failed by the admin.
+  [[nodiscard]] bool usableForIo(const std::string &device) const;
+  /// Up or ghost and not held failed by the admin: a stable path.
+  [[nodiscard]] bool stableAndUsable(const std::string &device) const;
+  /// Tells the health engine which shaky paths are their map's last resort
+  /// (no stable path left in the map) and applies what that changes.
+  void refreshLastResort(Clock::time_point now);
   [[nodiscard]] Verdict verdictOf(const std::string &device) const;
   /// The map's groups as failback sees them: priority and usable paths.
   [[nodiscard]] std::vector<FailbackGroup> failbackGroups(const MapState &map) const;
@@ -475,6 +484,9 @@ private:
   /// identity (devt, WWID) of the device the admin failed. The kernel reuses
   /// sdX names, so a hold ends with its device (syncHealth).
   std::map<std::string, std::string> adminFailed_;
+  /// Paths published Shaky (from the decisions applied): the only ones
+  /// refreshLastResort() has to look at.
+  std::set<std::string> shakyPaths_;
   /// Maps whose queueing the admin disabled (DisableQueueing), by alias:
   /// they do not queue until RestoreQueueing, whatever no_path_retry says.
   /// Dropped with the map.

@@ -200,6 +200,7 @@ HealthTracker::Decisions HealthTracker::evaluate(const std::string &device, Entr
   if (entry.shaky && isHealthy && now >= releaseTime(entry)) {
     reason = fmt::format("stable for {} after flapping: hold-down over", readable(entry.holdDown));
     entry.shaky = false;
+    entry.lastResort = false; // the caller marks it again if it turns shaky again
     entry.lastRelease = now;
     entry.lastHoldDown = entry.holdDown;
     entry.recentFailures.clear();
@@ -219,7 +220,9 @@ HealthTracker::Decisions HealthTracker::evaluate(const std::string &device, Entr
   }
 
   std::optional<bool> wantFailed;
-  if (next == PathState::Shaky || next == PathState::Down) {
+  if (next == PathState::Shaky && isHealthy && entry.lastResort) {
+    wantFailed = false; // held failed, it would leave its map without a path
+  } else if (next == PathState::Shaky || next == PathState::Down) {
     wantFailed = true;
   } else if (entry.checked && (next == PathState::Up || next == PathState::Ghost)) {
     wantFailed = false;
@@ -232,6 +235,10 @@ HealthTracker::Decisions HealthTracker::evaluate(const std::string &device, Entr
 
   if (next == entry.state && action == DmAction::None && !force) {
     return {};
+  }
+  if (next == PathState::Shaky && action == DmAction::Reinstate) {
+    reason += "; shaky, but no other path of its map is usable: reinstated to carry the I/O until "
+              "one is";
   }
   entry.state = next;
   return {HealthDecision{device, action, next, std::move(reason)}};
@@ -468,6 +475,24 @@ HealthTracker::Decisions HealthTracker::aluaChanged(const std::string &device,
   entry.facts.alua = alua;
   entry.standby = alua == selector::AluaState::Standby;
   return evaluate(device, entry, now, fmt::format("ALUA state is {}", selector::toString(alua)));
+}
+
+HealthTracker::Decisions HealthTracker::setLastResort(const std::string &device, bool lastResort,
+                                                      TimePoint now) {
+  auto it = paths_.find(device);
+  if (it == paths_.end() || it->second.lastResort == lastResort) {
+    return {};
+  }
+  it->second.lastResort = lastResort;
+  return evaluate(device, it->second, now,
+                  lastResort ? "its map has no stable path left"
+                             : "another path of its map is usable again; held failed until "
+                               "stable");
+}
+
+bool HealthTracker::inUseAsLastResort(const std::string &device) const {
+  auto it = paths_.find(device);
+  return it != paths_.end() && it->second.shaky && it->second.lastResort && healthy(it->second);
 }
 
 void HealthTracker::setRoute(const std::string &device, PathRoute route) {

@@ -50,6 +50,13 @@
 //   of its release, its hold-down continues doubling from the last length,
 //   otherwise it starts again at flapRecovery. With damping off, failures are
 //   still counted but nothing becomes Shaky.
+// * Last resort (setLastResort). Damping must not turn a flapping path into
+//   an outage: while the caller says no other path of the path's map is
+//   usable, a Shaky path that is healthy is reinstated in dm and carries the
+//   I/O. It stays Shaky (published so, its hold-down and release unchanged)
+//   and is failed again as soon as the caller says another path is usable,
+//   or when it turns bad. multipathd does the same with a delayed or
+//   marginal path when its map has no other active path.
 // * Scheduling. Checks are due failedCheckerInterval after the last result
 //   for paths that are not healthy. For Up and Ghost paths the interval backs
 //   off as multipathd's does: checkerInterval after the first passing check,
@@ -218,6 +225,13 @@ public:
   Decisions aluaChanged(const std::string &device, selector::AluaState alua, TimePoint now);
   /// @brief Where the path's I/O goes changed (session rebound, relogin).
   void setRoute(const std::string &device, PathRoute route);
+  /// @brief Whether @p device is its map's last resort: no other path of
+  /// the map is usable. Only a Shaky path is affected (see "Last resort"
+  /// above); the mark is dropped when its hold-down ends.
+  Decisions setLastResort(const std::string &device, bool lastResort, TimePoint now);
+  /// @brief True when @p device is Shaky, healthy and its map's last resort:
+  /// active in dm and carrying the map's I/O.
+  [[nodiscard]] bool inUseAsLastResort(const std::string &device) const;
 
   /// @brief A probe over (@p netdev, @p portal) passed or failed. Acts on the
   /// paths using that pair only when settings().proactiveFailover, and on a
@@ -272,6 +286,7 @@ private:
     std::vector<TimePoint> recentFailures;
     std::uint64_t failures = 0;
     bool shaky = false;
+    bool lastResort = false; ///< no other path of its map is usable (setLastResort)
     std::chrono::milliseconds holdDown{0};
     TimePoint holdStart{}; ///< last failure while shaky
     std::optional<TimePoint> healthySince;

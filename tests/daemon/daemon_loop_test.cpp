@@ -1102,6 +1102,12 @@ protected:
       });
     }));
   }
+  /// The kernel fails @p devt of the upper map on its own (an I/O error),
+  /// as dm-multipath does when a session drops for a moment.
+  void kernelFails(const std::string &devt) {
+    dm_.with([&](FakeDeviceMapper &fake) { fake.maps.at(kUpper).pathActive[devt] = false; });
+    sendDmPathEvent("PATH_FAILED", kUpper, devt);
+  }
   std::string publishedNoPathRetry(const char *map) {
     if (!published_) {
       return {};
@@ -1204,6 +1210,79 @@ TEST_F(DaemonQueueingTest, NoPathRetryStopsQueueingOnceNoPathWasUsableForItsCoun
   // The first path back turns queueing on again.
   tur_.setDown("sda", false);
   ASSERT_TRUE(runUntil([&] { return queueing(kUpper); }));
+}
+
+// The seed's failure mode on both paths of a LU: every session drops on
+// NOP-out timeouts again and again. Flap damping holds shaky paths failed,
+// but not the map's last ones: with no stable path left, the shaky paths
+// that pass their checks carry the I/O, and no_path_retry does not count
+// down on a map that has a path. (Held failed, the map would stop queueing
+// after its 2 checker intervals and fail the I/O while every TUR passes.)
+TEST_F(DaemonQueueingTest, ShakyPathsCarryTheIoWhenTheirMapHasNoStablePath) {
+  startCounting();
+  for (int round = 1; round <= 2; ++round) {
+    kernelFails("8:0");
+    kernelFails("8:16");
+    ASSERT_TRUE(runUntil([&] {
+      return publishedState("sda") == "down" && publishedState("sdb") == "down";
+    })) << "round "
+        << round;
+    ASSERT_TRUE(runUntil([&] { return activeInDm(kUpper, "8:0") && activeInDm(kUpper, "8:16"); }))
+        << "round " << round;
+  }
+  kernelFails("8:0");
+  kernelFails("8:16"); // the third failure in the window: both shaky
+  ASSERT_TRUE(runUntil(
+      [&] { return publishedState("sda") == "shaky" && publishedState("sdb") == "shaky"; }));
+  ASSERT_TRUE(runUntil([&] { return activeInDm(kUpper, "8:0") && activeInDm(kUpper, "8:16"); }))
+      << "the shaky paths pass their checks and carry the I/O";
+  runFor(3s); // longer than the count of 2 checker intervals
+  EXPECT_TRUE(queueing(kUpper));
+  EXPECT_EQ(sent(kUpper, "fail_if_no_path"), 0U);
+  EXPECT_TRUE(activeInDm(kUpper, "8:0"));
+  EXPECT_TRUE(activeInDm(kUpper, "8:16"));
+  EXPECT_EQ(publishedState("sda"), "shaky") << "still damped: released only once stable";
+  EXPECT_EQ(publishedNoPathRetry(kUpper), "2");
+}
+
+// With a stable path beside it, a shaky path stays failed. When the admin
+// fails the stable one, the shaky one is reinstated first, so that the map
+// never has no path; reinstating the stable one fails the shaky one again.
+TEST_F(DaemonQueueingTest, AShakyPathIsTheLastResortOnlyWhileNoStablePathIsUsable) {
+  startCounting();
+  for (int round = 1; round <= 2; ++round) {
+    kernelFails("8:0");
+    ASSERT_TRUE(runUntil([&] { return publishedState("sda") == "down"; })) << "round " << round;
+    ASSERT_TRUE(runUntil([&] { return activeInDm(kUpper, "8:0"); })) << "round " << round;
+  }
+  kernelFails("8:0");
+  ASSERT_TRUE(runUntil([&] { return publishedState("sda") == "shaky"; }));
+  runFor(2500ms); // two passing checks at least
+  EXPECT_FALSE(activeInDm(kUpper, "8:0")) << "sdb is up: sda is held failed";
+
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+  ASSERT_TRUE(daemon_->failPath("sdb").has_value());
+  ASSERT_TRUE(runUntil([&] { return activeInDm(kUpper, "8:0") && !activeInDm(kUpper, "8:16"); }));
+  dm_.with([](FakeDeviceMapper &fake) {
+    const auto at = [&](const std::string &call) {
+      return std::ranges::find(fake.calls, call) - fake.calls.begin();
+    };
+    EXPECT_LT(at(std::string("message ") + kUpper + " reinstate_path 8:0"),
+              at(std::string("message ") + kUpper + " fail_path 8:16"));
+  });
+  EXPECT_EQ(publishedState("sda"), "shaky");
+
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+  ASSERT_TRUE(daemon_->reinstatePath("sdb").has_value());
+  ASSERT_TRUE(runUntil([&] { return !activeInDm(kUpper, "8:0") && activeInDm(kUpper, "8:16"); }));
+  dm_.with([](FakeDeviceMapper &fake) {
+    const auto at = [&](const std::string &call) {
+      return std::ranges::find(fake.calls, call) - fake.calls.begin();
+    };
+    EXPECT_LT(at(std::string("message ") + kUpper + " reinstate_path 8:16"),
+              at(std::string("message ") + kUpper + " fail_path 8:0"));
+  });
+  EXPECT_TRUE(queueing(kUpper));
 }
 
 TEST_F(DaemonQueueingTest, DisableQueueingHoldsThroughReloadsAndPathsUntilRestored) {
@@ -2940,6 +3019,29 @@ TEST_F(DaemonFailbackTest, ImmediateAndDeferredRefuseAnAdminSwitchTheyWouldUndo)
     }));
     EXPECT_EQ(groupInDm(map), 1U);
   }
+}
+
+// The refusal above tells the admin to fail-path the preferred group's
+// paths first. Once they have, that group has no usable path: failback
+// neither refuses the switch nor sends the map back to it.
+TEST_F(DaemonFailbackTest, PathsTheAdminFailedDoNotCountForFailback) {
+  const std::string map = startAlua(R"("immediate")");
+  ASSERT_TRUE(runUntil([&] {
+    return publishedState("sda") == "up" && publishedState("sdc") == "up" &&
+           publishedState("sde") == "up" && publishedState("sdg") == "up";
+  }));
+  ASSERT_TRUE(daemon_->failPath("sda").has_value());
+  ASSERT_TRUE(daemon_->failPath("sdc").has_value());
+  ASSERT_TRUE(runUntil([&] { return !activeInDm(map, "8:0") && !activeInDm(map, "8:32"); }));
+  dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
+  EXPECT_TRUE(daemon_->switchGroup(map, 2).has_value());
+  ASSERT_TRUE(runUntil([&] { return groupInDm(map) == 2; }));
+  const unsigned checks = tur_.checks();
+  ASSERT_TRUE(runUntil([&] { return tur_.checks() >= checks + 8; })); // two rounds at least
+  EXPECT_EQ(groupInDm(map), 2U);
+  EXPECT_TRUE(dm_.with([&](FakeDeviceMapper &fake) {
+    return std::ranges::count(fake.calls, "message " + map + " switch_group 1") == 0;
+  }));
 }
 
 TEST_F(DaemonFailbackTest, AnAdminSwitchToAGroupWithNoUsablePathIsRefused) {

@@ -493,6 +493,91 @@ TEST(HealthFlapDamping, KernelReinstateDuringTheHoldDownIsFailedAgain) {
   EXPECT_EQ(tracker.health("sdb")->holdDownUntil, t0 + 36s);
 }
 
+/// sdb made shaky at t0 + 5s (held failed for 30s), failed in dm by the kernel.
+void makeShakyAtFiveSeconds(HealthTracker &tracker) {
+  addUp(tracker, "sdb", t0);
+  flapOnce(tracker, "sdb", t0 + 1s, t0 + 2s);
+  flapOnce(tracker, "sdb", t0 + 3s, t0 + 4s);
+  tracker.kernelFailed("sdb", t0 + 5s);
+  ASSERT_EQ(tracker.state("sdb"), PathState::Shaky);
+}
+
+// Damping must not turn a flapping path into an outage: with no stable path
+// left in its map, a shaky path that passes its checks carries the I/O.
+TEST(HealthLastResort, AShakyPathIsReinstatedOnceHealthyWhileItsMapHasNoOtherPath) {
+  HealthTracker tracker(HealthSettings{});
+  makeShakyAtFiveSeconds(tracker);
+  // Not healthy yet (no passing check since the failure): it stays failed.
+  EXPECT_THAT(tracker.setLastResort("sdb", true, t0 + 5s), IsEmpty());
+  EXPECT_FALSE(tracker.inUseAsLastResort("sdb"));
+
+  const auto back = only(tracker.checkCompleted("sdb", passed(), t0 + 6s));
+  EXPECT_EQ(back.action, DmAction::Reinstate);
+  EXPECT_EQ(back.state, PathState::Shaky) << "still published shaky";
+  EXPECT_THAT(back.reason, HasSubstr("shaky, but no other path of its map is usable"));
+  EXPECT_TRUE(tracker.inUseAsLastResort("sdb"));
+  EXPECT_TRUE(tracker.health("sdb")->shaky);
+  EXPECT_EQ(tracker.health("sdb")->holdDownUntil, t0 + 36s) << "the hold-down goes on";
+
+  // A kernel reinstatement changes nothing now; a failure fails it and
+  // doubles the hold-down as before; the next pass reinstates it again.
+  EXPECT_THAT(tracker.kernelReinstated("sdb", t0 + 7s), IsEmpty());
+  const auto again = only(tracker.checkCompleted("sdb", turFailed(), t0 + 20s));
+  EXPECT_EQ(again.action, DmAction::Fail);
+  EXPECT_EQ(again.state, PathState::Shaky);
+  EXPECT_EQ(tracker.health("sdb")->holdDownUntil, t0 + 80s);
+  EXPECT_FALSE(tracker.inUseAsLastResort("sdb"));
+  EXPECT_EQ(only(tracker.checkCompleted("sdb", passed(), t0 + 21s)).action, DmAction::Reinstate);
+}
+
+TEST(HealthLastResort, AnotherUsablePathFailsTheShakyOneAgainUntilItsHoldDownEnds) {
+  HealthTracker tracker(HealthSettings{});
+  makeShakyAtFiveSeconds(tracker);
+  tracker.setLastResort("sdb", true, t0 + 5s);
+  ASSERT_EQ(only(tracker.checkCompleted("sdb", passed(), t0 + 6s)).action, DmAction::Reinstate);
+
+  const auto held = only(tracker.setLastResort("sdb", false, t0 + 10s));
+  EXPECT_EQ(held.action, DmAction::Fail);
+  EXPECT_EQ(held.state, PathState::Shaky);
+  EXPECT_EQ(held.reason, "another path of its map is usable again; held failed until stable");
+  EXPECT_FALSE(tracker.inUseAsLastResort("sdb"));
+  EXPECT_THAT(tracker.setLastResort("sdb", false, t0 + 11s), IsEmpty()) << "no change, nothing";
+
+  // Its time as the last resort counted as stable: released on schedule.
+  const auto released = only(tracker.tick(t0 + 36s));
+  EXPECT_EQ(released.state, PathState::Up);
+  EXPECT_EQ(released.action, DmAction::Reinstate);
+}
+
+TEST(HealthLastResort, TheMarkEndsWithTheHoldDown) {
+  HealthTracker tracker(HealthSettings{});
+  makeShakyAtFiveSeconds(tracker);
+  tracker.setLastResort("sdb", true, t0 + 5s);
+  tracker.checkCompleted("sdb", passed(), t0 + 6s);
+  const auto released = only(tracker.tick(t0 + 36s));
+  EXPECT_EQ(released.state, PathState::Up);
+  EXPECT_EQ(released.action, DmAction::None) << "already active in dm";
+
+  // Shaky again later: held failed, until the caller marks it again.
+  flapOnce(tracker, "sdb", t0 + 40s, t0 + 41s);
+  flapOnce(tracker, "sdb", t0 + 42s, t0 + 43s);
+  tracker.kernelFailed("sdb", t0 + 44s);
+  ASSERT_EQ(tracker.state("sdb"), PathState::Shaky);
+  EXPECT_THAT(tracker.checkCompleted("sdb", passed(), t0 + 45s), IsEmpty());
+  EXPECT_TRUE(tracker.health("sdb")->failedInDm);
+}
+
+TEST(HealthLastResort, OnlyAShakyPathIsAffected) {
+  HealthTracker tracker(HealthSettings{});
+  addUp(tracker, "sdb", t0);
+  EXPECT_THAT(tracker.setLastResort("sdb", true, t0 + 1s), IsEmpty());
+  const auto down = only(tracker.checkCompleted("sdb", turFailed(), t0 + 2s));
+  EXPECT_EQ(down.state, PathState::Down);
+  EXPECT_EQ(down.action, DmAction::Fail) << "a down path is failed, last resort or not";
+  EXPECT_FALSE(tracker.inUseAsLastResort("sdb"));
+  EXPECT_THAT(tracker.setLastResort("sdx", true, t0 + 3s), IsEmpty()) << "untracked";
+}
+
 TEST(HealthFlapDamping, ReleasedPathIsOnlyDownAfterALaterSingleFailure) {
   HealthTracker tracker(HealthSettings{});
   addUp(tracker, "sdb", t0);
