@@ -208,10 +208,36 @@ pd_flapping() {
     lab_check "the daemon logged why $sd is shaky" pd_log_has "shaky.*PATH=$sd"
     sleep 5
     lab_check "$sd stays failed in dm although its session is up" pd_dm_is xserve-upper "$dev" F
+    pd_last_resort "$sd" "$dev"
     lab_wait 90 "$sd back in service after a stable hold-down" pd_dm_is xserve-upper "$dev" A
     # The state file follows dm by the publication's debounce.
     lab_wait 10 "$sd is up and no longer shaky" \
         eval '[[ $(pd_path_field "$sd" state)/$(pd_path_field "$sd" shaky) == up/false ]]'
+}
+
+# pd_last_resort SD DEV: SD is shaky and held failed (its hold-down has
+# 20 s to run). With the map's other path failed by the admin, SD is the
+# map's last path: reinstated at once, still shaky, and it carries I/O.
+# Once the other path is back, SD is held failed again.
+pd_last_resort() {
+    local sd=$1 dev=$2 other other_dev
+    other=$(jq -r --arg sd "$sd" '.paths[] | select(.map == "xserve-upper" and .device != $sd) | .device' "$PD_STATE")
+    other_dev=$(pd_devt "$other")
+    lab_step "daemon 5b: the shaky $sd is xserve-upper's last resort while the admin fails $other"
+    lab_check "the admin fails $other (D-Bus FailPath)" \
+        busctl --system call org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
+        org.pathkeeper.PathKeeper1.Manager FailPath s "$other"
+    lab_wait 10 "$other failed in dm" pd_dm_is xserve-upper "$other_dev" F
+    lab_wait 5 "$sd active in dm: the map's last path" pd_dm_is xserve-upper "$dev" A
+    lab_check "$sd is still shaky" test "$(pd_path_field "$sd" shaky)" = true
+    lab_check "the daemon logged why $sd carries the I/O" pd_log_has "no other path of its map is usable.*PATH=$sd"
+    lab_check "xserve-upper: 1 MiB read through $sd alone" \
+        dd if=/dev/mapper/xserve-upper of=/dev/null bs=1M count=1 iflag=direct status=none
+    lab_check "the admin reinstates $other (D-Bus ReinstatePath)" \
+        busctl --system call org.pathkeeper.PathKeeper1 /org/pathkeeper/PathKeeper1 \
+        org.pathkeeper.PathKeeper1.Manager ReinstatePath s "$other"
+    lab_wait 10 "$other active in dm" pd_dm_is xserve-upper "$other_dev" A
+    lab_wait 5 "$sd held failed again while shaky" pd_dm_is xserve-upper "$dev" F
 }
 
 # A broken config on SIGHUP is refused and the old one keeps running.
