@@ -428,7 +428,11 @@ void Daemon::start() {
   if (options_.deviceEvents) {
     monitor_ = options_.deviceEvents(source);
   } else {
-    monitor_ = std::make_unique<UdevMonitor>(source);
+    auto monitor = std::make_unique<UdevMonitor>(source);
+    log::debug(fmt::format("device events: {} KiB of socket buffer (a burst beyond it is "
+                           "recovered by a rescan)",
+                           monitor->receiveBufferBytes() / 1024));
+    monitor_ = std::move(monitor);
   }
   udevSource_ = loop_.addIo(monitor_->fd(), EPOLLIN, [this](unsigned) { onDeviceEvents(); });
 
@@ -845,6 +849,16 @@ void Daemon::onDeviceEvents() {
     requestReconcile("a map was removed, renamed or made by another tool");
   } else if (nameFreed && mode_ == selector::Mode::Owner) {
     requestReconcile("a device-mapper device went while a rename waits for its name");
+  }
+  if (monitor_->takeLostEvents()) {
+    // A burst (a mass login or logout) overflowed the socket: a path added
+    // or removed, a session's change or a dm path event may be among the
+    // lost. What they would have said is in sysfs and in the maps.
+    log::warning("device events were lost (the event socket's buffer overflowed): rescanning "
+                 "sysfs and the maps");
+    if (auto rescanned = rescan(); !rescanned) {
+      log::error(rescanned.error());
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <system_error>
+#include <utility>
 
 #include <libudev.h>
 #include <sys/socket.h>
@@ -133,7 +134,8 @@ bool udevdRunning(const std::string &runDir) {
   return udevdStatus(runDir) == UdevdStatus::Running;
 }
 
-UdevMonitor::UdevMonitor(UdevSource source) : handles_(std::make_unique<Handles>()) {
+UdevMonitor::UdevMonitor(UdevSource source, int receiveBufferBytes)
+    : handles_(std::make_unique<Handles>()) {
   handles_->context = udev_new();
   if (handles_->context == nullptr) {
     throw std::system_error(errno, std::generic_category(), "udev_new");
@@ -151,8 +153,10 @@ UdevMonitor::UdevMonitor(UdevSource source) : handles_(std::make_unique<Handles>
                               std::string("udev monitor filter ") + subsystem);
     }
   }
-  // A burst of path events at login must not overflow the socket.
-  (void)udev_monitor_set_receive_buffer_size(handles_->monitor, 16 * 1024 * 1024);
+  // A burst of path events at login must not overflow the socket. Without
+  // CAP_NET_ADMIN the kernel caps it at net.core.rmem_max; a burst beyond
+  // that is reported by takeLostEvents().
+  (void)udev_monitor_set_receive_buffer_size(handles_->monitor, receiveBufferBytes);
   int rc = udev_monitor_enable_receiving(handles_->monitor);
   if (rc < 0) {
     throw std::system_error(-rc, std::generic_category(), "udev_monitor_enable_receiving");
@@ -169,8 +173,19 @@ int UdevMonitor::fd() const {
 
 std::vector<DeviceEvent> UdevMonitor::receive() {
   std::vector<DeviceEvent> events;
-  // The socket is non-blocking: receive_device returns nullptr once drained.
-  while (udev_device *device = udev_monitor_receive_device(handles_->monitor)) {
+  // The socket is non-blocking: receive_device returns nullptr once drained
+  // (errno EAGAIN), or once with ENOBUFS when the kernel dropped messages
+  // because the buffer was full; those after the drop are still queued.
+  for (;;) {
+    errno = 0;
+    udev_device *device = udev_monitor_receive_device(handles_->monitor);
+    if (device == nullptr) {
+      if (errno == ENOBUFS) {
+        lost_ = true;
+        continue;
+      }
+      break;
+    }
     DeviceEvent ev;
     ev.event.action = parseUdevAction(orEmpty(udev_device_get_action(device)));
     ev.event.subsystem = orEmpty(udev_device_get_subsystem(device));
@@ -189,6 +204,19 @@ std::vector<DeviceEvent> UdevMonitor::receive() {
     events.push_back(std::move(ev));
   }
   return events;
+}
+
+bool UdevMonitor::takeLostEvents() {
+  return std::exchange(lost_, false);
+}
+
+std::size_t UdevMonitor::receiveBufferBytes() const {
+  int bytes = 0;
+  socklen_t size = sizeof bytes;
+  if (::getsockopt(fd(), SOL_SOCKET, SO_RCVBUF, &bytes, &size) != 0 || bytes < 0) {
+    return 0;
+  }
+  return static_cast<std::size_t>(bytes);
 }
 
 } // namespace pathkeeper::daemon

@@ -78,6 +78,9 @@ public:
   [[nodiscard]] virtual int fd() const = 0;
   /// @brief Every event queued now (never blocks).
   virtual std::vector<DeviceEvent> receive() = 0;
+  /// @brief True once after receive() found that events were lost (the
+  /// socket's buffer overflowed): what they said must be read again.
+  [[nodiscard]] virtual bool takeLostEvents() { return false; }
 
 protected:
   DeviceEventSource(DeviceEventSource &&) noexcept = default;
@@ -88,8 +91,12 @@ protected:
 /// iscsi_connection and iscsi_host. Move-only.
 class UdevMonitor final : public DeviceEventSource {
 public:
+  /// @brief What the monitor asks for: enough for a mass login of
+  /// thousands of paths.
+  static constexpr int kReceiveBufferBytes = 16 * 1024 * 1024;
+
   /// @throws std::system_error when the netlink socket cannot be opened.
-  explicit UdevMonitor(UdevSource source);
+  explicit UdevMonitor(UdevSource source, int receiveBufferBytes = kReceiveBufferBytes);
   ~UdevMonitor() override;
   UdevMonitor(UdevMonitor &&) noexcept;
   UdevMonitor &operator=(UdevMonitor &&) noexcept;
@@ -98,10 +105,16 @@ public:
 
   [[nodiscard]] int fd() const override;
   std::vector<DeviceEvent> receive() override;
+  [[nodiscard]] bool takeLostEvents() override;
+  /// @brief The socket's receive buffer as the kernel granted it. The
+  /// monitor asks for 16 MiB; without CAP_NET_ADMIN it gets at most
+  /// net.core.rmem_max.
+  [[nodiscard]] std::size_t receiveBufferBytes() const;
 
 private:
   struct Handles;
   std::unique_ptr<Handles> handles_;
+  bool lost_ = false;
 };
 
 } // namespace pathkeeper::daemon

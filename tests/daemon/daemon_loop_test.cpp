@@ -250,8 +250,17 @@ public:
     return std::exchange(queued_, {});
   }
 
+  [[nodiscard]] bool takeLostEvents() override { return std::exchange(lost_, false); }
+
   void send(DeviceEvent event) {
     queued_.push_back(std::move(event));
+    const std::uint64_t one = 1;
+    (void)!::write(fd_, &one, sizeof one);
+  }
+  /// The socket overflowed: what was queued is gone (UdevMonitor's ENOBUFS).
+  void lose() {
+    queued_.clear();
+    lost_ = true;
     const std::uint64_t one = 1;
     (void)!::write(fd_, &one, sizeof one);
   }
@@ -259,6 +268,7 @@ public:
 private:
   int fd_;
   std::vector<DeviceEvent> queued_;
+  bool lost_ = false;
 };
 
 std::string joined(const std::vector<std::string> &calls) {
@@ -1283,6 +1293,23 @@ TEST_F(DaemonQueueingTest, AShakyPathIsTheLastResortOnlyWhileNoStablePathIsUsabl
               at(std::string("message ") + kUpper + " fail_path 8:0"));
   });
   EXPECT_TRUE(queueing(kUpper));
+}
+
+// A mass logout overflows the event socket: the removals of sda and sdb
+// are lost. The daemon rescans sysfs and the maps, so the LU's map is
+// known stale as if the events had come.
+TEST_F(DaemonQueueingTest, LostDeviceEventsAreRecoveredByARescan) {
+  startCounting();
+  fs::remove(root_ / "sys/block/sda");
+  fs::remove(root_ / "sys/block/sdb");
+  runFor(1500ms);
+  ASSERT_EQ(publishedMapState(kUpper), "ok") << "without an event nothing tells the daemon";
+  ASSERT_NE(publishedPath("sda"), nullptr);
+  events_->lose();
+  ASSERT_TRUE(runUntil([&] { return publishedMapState(kUpper) == "stale"; }));
+  EXPECT_EQ(publishedPath("sda"), nullptr);
+  EXPECT_EQ(publishedPath("sdb"), nullptr);
+  EXPECT_EQ(publishedMapState(kLower), "ok");
 }
 
 TEST_F(DaemonQueueingTest, DisableQueueingHoldsThroughReloadsAndPathsUntilRestored) {
