@@ -236,8 +236,10 @@ struct IscsiDiscovery::Probe {
     if (iscsi_connect_async(ctx, hostPort(request.portal).c_str(), &Probe::onConnect, this) != 0) {
       // connect(2) itself refused at once (no route from the NIC, say): that
       // is the network's answer. Anything else (no socket) is ours.
+      // libiscsi wraps connect(2)'s text: "Couldn't connect transport:
+      // Connect failed with errno : Network is unreachable(101)".
       const std::string error = libiscsiError(ctx);
-      if (error.starts_with("Connect failed")) {
+      if (error.find("Connect failed") != std::string::npos) {
         return failWith("cannot connect: " + error);
       }
       return failLocally("cannot connect: " + error);

@@ -112,6 +112,7 @@ protected:
 
   static std::string nicA() { return "pkia-" + tag_; }
   static std::string nicB() { return "pkib-" + tag_; }
+  static std::string nicDown() { return "pkic-" + tag_; }
 
   static DiscoveryRequest request(selector::Portal portal, std::string netdev,
                                   milliseconds timeout = milliseconds(5000)) {
@@ -194,6 +195,18 @@ TEST_F(SendTargetsDiscovery, BindingToANicThatCannotReachThePortalFails) {
   // The same portal answers through the right NIC, so the binding was the cause.
   EXPECT_TRUE(discoverBlocking(request(kPortalA, nicA())));
   std::cerr << "[ measured ] wrong NIC reported after " << took.count() << " ms\n";
+}
+
+// libiscsi wraps connect(2)'s error ("Couldn't connect transport: Connect
+// failed with errno : ..."): a NIC that is down is the network's answer,
+// which proactive failover acts on, not a probe that could not be sent.
+TEST_F(SendTargetsDiscovery, ANicThatIsDownFailsTheConnectAtOnceAsNoAnswer) {
+  IscsiDiscovery probe(request(kPortalA, nicDown()), Clock::now());
+  ASSERT_TRUE(probe.done()) << "connect(2) refuses before any I/O";
+  ASSERT_FALSE(probe.result());
+  EXPECT_THAT(probe.result().error(), HasSubstr("via " + nicDown() + ": cannot connect"));
+  EXPECT_THAT(probe.result().error(), HasSubstr("unreachable"));
+  EXPECT_EQ(probe.reach(), PortalReach::Silent);
 }
 
 TEST_F(SendTargetsDiscovery, BindingToAMissingNicFailsBeforeConnecting) {

@@ -87,6 +87,9 @@ up() {
   ip netns add "$ini"
   ip link add "pkia-$tag" netns "$ini" type veth peer name "pkta-$tag" netns "$tns"
   ip link add "pkib-$tag" netns "$ini" type veth peer name "pktb-$tag" netns "$tns"
+  # A NIC that stays down (both ends in the initiator): connect(2) bound to
+  # it fails at once, as it does on a NIC whose link an admin took down.
+  ip link add "pkic-$tag" netns "$ini" type veth peer name "pkid-$tag" netns "$ini"
   ip -n "$ini" addr add 10.200.1.10/24 dev "pkia-$tag"
   ip -n "$ini" addr add 10.200.2.10/24 dev "pkib-$tag"
   ip -n "$tns" addr add 10.200.1.20/24 dev "pkta-$tag"
