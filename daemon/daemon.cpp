@@ -3509,6 +3509,9 @@ void Daemon::finishProbe(const std::string &key) {
   auto probe = std::move(it->second.probe);
   probes_.erase(it);
   deadProbes_.push_back(std::move(probe));
+  // Also when retire() had nothing to retire: a probe that failed inside
+  // its start never had a source.
+  EventLoop::rearm(reaper_, Clock::now());
   requestPublish();
   const auto &health = config_.defaults.health;
   const unsigned inARow = health_.probeFailuresInARow(nic, request.portal);

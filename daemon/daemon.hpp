@@ -139,6 +139,8 @@ public:
   [[nodiscard]] std::uint64_t passes() const { return passes_; }
   /// @brief Whether a reconcile pass is under way (tests wait for quiet).
   [[nodiscard]] bool reconciling() const { return reconcileRunning_; }
+  /// @brief Finished probes not yet released (for tests).
+  [[nodiscard]] std::size_t finishedProbesHeld() const { return deadProbes_.size(); }
   /// @brief What is published now.
   [[nodiscard]] StateSnapshot snapshot() const;
   /// @brief Called with every new snapshot (after the debounce), on the loop

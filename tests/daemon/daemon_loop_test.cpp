@@ -2391,6 +2391,33 @@ probe_interval = "{}"
   EXPECT_EQ(portal.connections(), stopped) << "periodic probes after probe_interval = \"0s\"";
 }
 
+// A probe that fails before any I/O (here: its NIC does not exist; on a
+// host, a NIC that is down) finishes inside its start, with no event
+// source of its own to retire: it must still be released, not kept until
+// some other source happens to be retired.
+TEST_F(DaemonLoopTest, ProbesThatFailAtOnceAreReleased) {
+  useTree("xserve", kConfig + R"(
+[discovery]
+portals = ["127.0.0.1:3260"]
+nics = ["pk-no-such-nic"]
+initiator_name = "iqn.2026-11.org.pathkeeper:loop-test"
+probe_timeout = "1s"
+probe_interval = "1s"
+)");
+  startDaemon();
+  ASSERT_TRUE(runUntil([&] { return ready(); }));
+  // Released on the loop's next turn: none held between the rounds.
+  std::size_t most = 0;
+  const auto until = EventLoop::Clock::now() + 3500ms; // 3 rounds at least
+  while (EventLoop::Clock::now() < until) {
+    loop_->runOnce(10ms);
+    most = std::max(most, daemon_->finishedProbesHeld());
+  }
+  EXPECT_GE(most, 1U) << "no probe was made";
+  EXPECT_TRUE(runUntil([&] { return daemon_->finishedProbesHeld() == 0; }))
+      << daemon_->finishedProbesHeld() << " held";
+}
+
 // Proactive failover. sda's session is pointed at a portal on loopback,
 // reached from lo, so that its (NIC, portal) pair is probed there; the
 // probes run every second and one failure in a row is enough.
