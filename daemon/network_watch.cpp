@@ -107,8 +107,10 @@ NetworkWatch::NetworkWatch(EventLoop &loop, NetworkChecker checker, Handler onFi
   }
   sockaddr_nl address{};
   address.nl_family = AF_NETLINK;
+  // <linux/rtnetlink.h> has no RTMGRP_ macro for IPv6 rules; the check
+  // reads rules of both families, so a change of either must start one.
   address.nl_groups = RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR | RTMGRP_IPV4_ROUTE |
-                      RTMGRP_IPV6_ROUTE | RTMGRP_IPV4_RULE;
+                      RTMGRP_IPV6_ROUTE | RTMGRP_IPV4_RULE | (1U << (RTNLGRP_IPV6_RULE - 1));
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
   if (::bind(fd_, reinterpret_cast<const sockaddr *>(&address), sizeof address) != 0) {
     const int error = errno;

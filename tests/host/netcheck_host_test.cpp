@@ -385,6 +385,58 @@ TEST_F(NetcheckNetns, TheDaemonsWatchSeesTheFixThroughNetlinkAlone) {
   EXPECT_THAT(reports.back(), IsEmpty());
 }
 
+// Policy rules steer a bound session's traffic, for IPv6 as for IPv4: a
+// rule added or removed must start a check, not wait for the periodic one.
+TEST_F(NetcheckNetns, AnIpv6RuleChangeStartsACheck) {
+  enter();
+  std::string added;
+  unsigned runsAfterRule = 0;
+  {
+    EventLoop loop;
+    NetworkWatch::Options options;
+    options.settle = std::chrono::milliseconds(100);
+    options.periodic = std::chrono::hours(1);
+    NetworkWatch watch(
+        loop, NetworkChecker(), [](const std::vector<Finding> &) {}, options);
+    watch.setBindings(bindings());
+    // Once the checks the start brings have settled (no new run for 3 s:
+    // the fixture's link-local addresses end their DAD meanwhile, with
+    // address notifications), add the rule; then wait for a check.
+    unsigned before = 0;
+    unsigned seen = 0;
+    auto quietSince = EventLoop::Clock::now();
+    // A guard against a hang, not a timing assertion.
+    auto guard =
+        loop.addTimer(EventLoop::Clock::now() + std::chrono::seconds(20), [&] { loop.exit(2); });
+    EventSource poll;
+    poll = loop.addTimer(EventLoop::Clock::now() + std::chrono::milliseconds(50), [&] {
+      const auto now = EventLoop::Clock::now();
+      if (watch.runs() != seen) {
+        seen = watch.runs();
+        quietSince = now;
+      }
+      if (before == 0 && seen >= 1 && now - quietSince >= std::chrono::seconds(3)) {
+        before = seen;
+        const CommandResult rule = run(fmt::format(
+            "ip -n {} -6 rule add from 2001:db8::1 lookup 100 priority 1000 2>&1", ns()));
+        added = rule.status == 0 ? "" : rule.out;
+        if (!added.empty()) {
+          loop.exit(1);
+        }
+      } else if (before != 0 && seen > before) {
+        runsAfterRule = seen - before;
+        loop.exit(0);
+      }
+      EventLoop::rearm(poll, now + std::chrono::milliseconds(50));
+    });
+    const int rc = loop.run();
+    EXPECT_EQ(rc, 0) << "1: the rule could not be added; 2: no check after it";
+  }
+  leave();
+  EXPECT_THAT(added, IsEmpty());
+  EXPECT_GE(runsAfterRule, 1U);
+}
+
 TEST_F(NetcheckNetns, StrictRpFilterGivesAFinding) {
   ASSERT_EQ(
       run(fmt::format("ip netns exec {} sysctl -qw net.ipv4.conf.all.rp_filter=1", ns())).status,
