@@ -509,6 +509,12 @@ void Daemon::start() {
     deadProbes_.clear();
   });
   probeTimer_ = loop_.addTimer(far, [this] { startProbes(); });
+  lostEventsTimer_ = loop_.addTimer(far, [this] {
+    lostEventsRescanDue_ = false;
+    if (auto rescanned = rescan(); !rescanned) {
+      log::error(rescanned.error());
+    }
+  });
   modeTimer_ = loop_.addTimer(Clock::now() + options_.multipathdWatch, [this] {
     watchMultipathd(/*processes=*/false);
     EventLoop::rearm(modeTimer_, Clock::now() + options_.multipathdWatch);
@@ -850,15 +856,13 @@ void Daemon::onDeviceEvents() {
   } else if (nameFreed && mode_ == selector::Mode::Owner) {
     requestReconcile("a device-mapper device went while a rename waits for its name");
   }
-  if (monitor_->takeLostEvents()) {
+  if (monitor_->takeLostEvents() && !std::exchange(lostEventsRescanDue_, true)) {
     // A burst (a mass login or logout) overflowed the socket: a path added
     // or removed, a session's change or a dm path event may be among the
     // lost. What they would have said is in sysfs and in the maps.
     log::warning("device events were lost (the event socket's buffer overflowed): rescanning "
-                 "sysfs and the maps");
-    if (auto rescanned = rescan(); !rescanned) {
-      log::error(rescanned.error());
-    }
+                 "sysfs and the maps in 1 s");
+    EventLoop::rearm(lostEventsTimer_, now + std::chrono::seconds(1));
   }
 }
 

@@ -464,6 +464,11 @@ private:
   std::vector<EventSource> retired_;
   std::vector<std::unique_ptr<IscsiDiscovery>> deadProbes_;
   EventSource reaper_;
+  /// The rescan after device events were lost: one for a whole burst, once
+  /// it has had a moment to end (a scan on the loop per overflow would keep
+  /// the loop scanning while the burst lasts).
+  EventSource lostEventsTimer_;
+  bool lostEventsRescanDue_ = false;
 
   std::map<std::string, MapState> maps_; ///< by alias
   std::vector<std::string> planWarnings_;
