@@ -73,6 +73,10 @@ protected:
     if (device_.empty()) {
       GTEST_SKIP() << "SKIPPED: no loop device in /sys/block";
     }
+    if (!triggerChanges(device_, 1)) {
+      GTEST_SKIP() << "SKIPPED: cannot write /sys/block/" << device_
+                   << "/uevent (sysfs mounted read-only?)";
+    }
   }
   std::string device_;
 };
