@@ -620,6 +620,15 @@ protected:
     return -1;
   }
 
+  /// True when the device-mapper calls include @p first and then @p second.
+  bool calledInOrder(const std::string &first, const std::string &second) {
+    return dm_.with([&](FakeDeviceMapper &fake) {
+      const auto a = std::ranges::find(fake.calls, first);
+      return a != fake.calls.end() &&
+             std::ranges::find(a, fake.calls.end(), second) != fake.calls.end();
+    });
+  }
+
   std::size_t callsMatching(const std::string &call) {
     return dm_.with([&](FakeDeviceMapper &fake) {
       return static_cast<std::size_t>(std::count(fake.calls.begin(), fake.calls.end(), call));
@@ -1206,14 +1215,9 @@ TEST_F(DaemonQueueingTest, NoPathRetryStopsQueueingOnceNoPathWasUsableForItsCoun
   tur_.setDown("sdb", true);
   ASSERT_TRUE(runUntil([&] { return !queueing(kUpper); }));
   EXPECT_TRUE(queueing(kLower));
-  dm_.with([&](FakeDeviceMapper &fake) {
-    const auto at = [&](const std::string &call) {
-      return std::ranges::find(fake.calls, call) - fake.calls.begin();
-    };
-    const auto stop = at(std::string("message ") + kUpper + " fail_if_no_path");
-    EXPECT_LT(at(std::string("message ") + kUpper + " fail_path 8:0"), stop);
-    EXPECT_LT(at(std::string("message ") + kUpper + " fail_path 8:16"), stop);
-  });
+  const std::string stop = std::string("message ") + kUpper + " fail_if_no_path";
+  EXPECT_TRUE(calledInOrder(std::string("message ") + kUpper + " fail_path 8:0", stop));
+  EXPECT_TRUE(calledInOrder(std::string("message ") + kUpper + " fail_path 8:16", stop));
 
   reloadAndExpectNoQueueing();
 
@@ -1273,25 +1277,15 @@ TEST_F(DaemonQueueingTest, AShakyPathIsTheLastResortOnlyWhileNoStablePathIsUsabl
   dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
   ASSERT_TRUE(daemon_->failPath("sdb").has_value());
   ASSERT_TRUE(runUntil([&] { return activeInDm(kUpper, "8:0") && !activeInDm(kUpper, "8:16"); }));
-  dm_.with([](FakeDeviceMapper &fake) {
-    const auto at = [&](const std::string &call) {
-      return std::ranges::find(fake.calls, call) - fake.calls.begin();
-    };
-    EXPECT_LT(at(std::string("message ") + kUpper + " reinstate_path 8:0"),
-              at(std::string("message ") + kUpper + " fail_path 8:16"));
-  });
+  EXPECT_TRUE(calledInOrder(std::string("message ") + kUpper + " reinstate_path 8:0",
+                            std::string("message ") + kUpper + " fail_path 8:16"));
   EXPECT_EQ(publishedState("sda"), "shaky");
 
   dm_.with([](FakeDeviceMapper &fake) { fake.calls.clear(); });
   ASSERT_TRUE(daemon_->reinstatePath("sdb").has_value());
   ASSERT_TRUE(runUntil([&] { return !activeInDm(kUpper, "8:0") && activeInDm(kUpper, "8:16"); }));
-  dm_.with([](FakeDeviceMapper &fake) {
-    const auto at = [&](const std::string &call) {
-      return std::ranges::find(fake.calls, call) - fake.calls.begin();
-    };
-    EXPECT_LT(at(std::string("message ") + kUpper + " reinstate_path 8:16"),
-              at(std::string("message ") + kUpper + " fail_path 8:0"));
-  });
+  EXPECT_TRUE(calledInOrder(std::string("message ") + kUpper + " reinstate_path 8:16",
+                            std::string("message ") + kUpper + " fail_path 8:0"));
   EXPECT_TRUE(queueing(kUpper));
 }
 
